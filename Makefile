@@ -1,0 +1,31 @@
+# Two commands do all set-up on a fresh machine with Python >= 3.11 and pip:
+#   make demo   -- create the environment (uv, from uv.lock) and run the main job
+#   make test   -- create the environment and run the test suite
+SHELL := /bin/bash
+UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+VENV := .venv
+STAMP := $(VENV)/.synced
+
+.PHONY: demo test test-all env bench clean
+
+$(STAMP): pyproject.toml uv.lock
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --frozen
+	@touch $(STAMP)
+
+env: $(STAMP)
+
+demo: $(STAMP)
+	$(UV) run --frozen python -m experiments.stress_table --dataset synthetic --quick --out runs/demo
+
+test: $(STAMP)
+	$(UV) run --frozen pytest -q
+
+test-all: $(STAMP)
+	$(UV) run --frozen pytest -q -m "not gpu"
+
+bench: $(STAMP)
+	$(UV) run --frozen python -m benchmarks.geometry --quick --out runs/bench
+
+clean:
+	rm -rf $(VENV) runs

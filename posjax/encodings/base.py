@@ -1,0 +1,143 @@
+"""The positional-encoding contract: one base module, three hooks, one context.
+
+Every PE in posjax is an :class:`PositionalEncoding` (a thin ``flax.nnx`` module around pure
+functions) that acts on attention through exactly one of three hooks, always with explicit
+integer (or float) positions:
+
+* ``embed(x, positions)``     -- added to the input embeddings (absolute PEs);
+* ``rotate(q, k, q_pos, k_pos)`` -- a multiplicative transform of queries and keys (RoPE family);
+* ``bias(q_pos, k_pos)``      -- an additive logit bias ``[H, Tq, Tk]`` (ALiBi, T5, ...).
+
+The defaults are identities, so a model can call all three hooks on any PE and only the one the
+PE overrides does something. ``hook`` names it, ``is_relative`` states whether the PE is
+shift-invariant (``b(i+s, j+s) = b(i, j)``), and ``max_positions`` is the table size of a
+table-based PE (``None`` when any position is accepted).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+HOOKS = ("none", "embed", "rotate", "bias", "attention", "module")
+
+
+@dataclasses.dataclass(frozen=True)
+class PEContext:
+    """What a PE may need to know about the model it is plugged into.
+
+    Attributes:
+      d_model: width of the residual stream (needed by additive PEs).
+      num_heads: attention heads (needed by bias PEs with per-head parameters).
+      head_dim: per-head width (needed by rotary PEs).
+      max_len: longest sequence the model is built for (table size of absolute PEs).
+      num_layers: number of Transformer blocks.
+      causal: whether attention is causal (decoder) or bidirectional (encoder).
+    """
+
+    d_model: int | None = None
+    num_heads: int | None = None
+    head_dim: int | None = None
+    max_len: int | None = None
+    num_layers: int = 1
+    causal: bool = False
+
+    def require(self, pe_name: str, *fields: str) -> None:
+        """Raise ValueError naming every missing context field that ``pe_name`` needs."""
+        missing = [f for f in fields if getattr(self, f) is None]
+        if missing:
+            raise ValueError(
+                f"PE '{pe_name}' needs {', '.join(missing)}; pass "
+                + ", ".join(f"{m}=..." for m in missing)
+                + " to posjax.encodings.make (a model passes them for you)"
+            )
+
+
+def batch_positions(positions: jax.Array) -> jax.Array:
+    """Return positions as ``[batch or 1, seq]`` (a ``[seq]`` vector gets a leading 1)."""
+    positions = jnp.asarray(positions)
+    if positions.ndim == 1:
+        return positions[None, :]
+    if positions.ndim != 2:
+        raise ValueError(f"positions must be [seq] or [batch, seq], got shape {positions.shape}")
+    return positions
+
+
+def check_table_length(name: str, positions: jax.Array, limit: int) -> None:
+    """Raise ValueError when positions run past a table of ``limit`` rows.
+
+    The length check is static (shape based). When the positions are concrete (not traced) their
+    largest value is checked too, so an explicit position beyond the table is never wrapped or
+    clamped silently.
+    """
+    length = positions.shape[-1]
+    if length > limit:
+        raise ValueError(
+            f"sequence length {length} exceeds the {limit} positions supported by the '{name}' PE "
+            f"(its table has max_len={limit}); build the model with a larger max_len or use a "
+            "relative PE"
+        )
+    if not isinstance(positions, jax.core.Tracer):
+        top = int(jnp.max(positions)) if positions.size else 0
+        low = int(jnp.min(positions)) if positions.size else 0
+        if top >= limit or low < 0:
+            raise ValueError(
+                f"positions span [{low}, {top}] but the '{name}' PE table holds positions "
+                f"0..{limit - 1} (max_len={limit})"
+            )
+
+
+class PositionalEncoding(nnx.Module):
+    """Base class of every PE: identity hooks, metadata and the options it was built with.
+
+    Subclasses override the one hook they use and set the class attributes ``hook`` and
+    ``is_relative``. ``self.options`` is the frozen config dataclass the PE was built from (its
+    ``dataclasses.asdict`` is what results files record).
+    """
+
+    name: ClassVar[str] = "base"
+    hook: ClassVar[str] = "none"
+    is_relative: ClassVar[bool] = False
+
+    def __init__(self, options: Any, ctx: PEContext):
+        self.options = options
+        self.ctx = ctx
+
+    @property
+    def max_positions(self) -> int | None:
+        """Largest number of positions this PE supports (None: any)."""
+        return None
+
+    @property
+    def per_layer(self) -> bool:
+        """Whether a model should build one independent copy of this PE per layer."""
+        return bool(getattr(self.options, "per_layer", False))
+
+    def attention_scale(self, head_dim: int) -> float:
+        """Logit scale used with this PE (1/sqrt(d_h) unless the PE says otherwise)."""
+        return float(head_dim) ** -0.5
+
+    # --- the three hooks -------------------------------------------------------------------
+    def embed(self, x: jax.Array, positions: jax.Array, *, deterministic: bool = True,
+              rngs: nnx.Rngs | None = None) -> jax.Array:
+        """Additive hook: ``x [B, T, d] -> x + p(positions)``. Identity by default."""
+        del positions, deterministic, rngs
+        return x
+
+    def rotate(self, q: jax.Array, k: jax.Array, q_pos: jax.Array, k_pos: jax.Array
+               ) -> tuple[jax.Array, jax.Array]:
+        """Multiplicative hook on ``q, k [B, T, H, d_h]``. Identity by default."""
+        del q_pos, k_pos
+        return q, k
+
+    def bias(self, q_pos: jax.Array, k_pos: jax.Array) -> jax.Array | None:
+        """Logit-bias hook: ``[H, Tq, Tk]`` (or ``[B, H, Tq, Tk]``), or None for no bias."""
+        del q_pos, k_pos
+        return None
+
+    def table(self, positions: jax.Array) -> jax.Array:
+        """The additive vectors ``[n, d]`` at ``positions`` (embed PEs only)."""
+        raise ValueError(f"PE '{self.name}' has no additive table (its hook is '{self.hook}')")

@@ -1,0 +1,108 @@
+"""Registry of positional encodings, selectable by name.
+
+Each entry couples a frozen options dataclass (every interpretation choice is a field, so
+``dataclasses.asdict`` records it in results) with the NNX module class that implements it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from flax import nnx
+
+from posjax.encodings.base import HOOKS, PEContext, PositionalEncoding
+
+
+@dataclasses.dataclass(frozen=True)
+class PEInfo:
+    """Catalogue entry of a registered PE."""
+
+    name: str
+    module: type
+    options: type
+    hook: str
+    relative: bool
+    paper: str
+
+
+_REGISTRY: dict[str, PEInfo] = {}
+
+
+def register(name: str, *, options: type, paper: str = "") -> Callable[[type], type]:
+    """Class decorator registering a :class:`PositionalEncoding` subclass under ``name``.
+
+    Args:
+      name: the registry name (``posjax.encodings.make(name)``).
+      options: frozen dataclass of the PE's options; an optional ``validate(self, ctx)`` method
+        raises ValueError on bad values.
+      paper: citation shown in the catalogue.
+    """
+
+    def wrap(cls: type) -> type:
+        if name in _REGISTRY:
+            raise ValueError(f"PE name '{name}' is already registered")
+        if not issubclass(cls, PositionalEncoding):
+            raise TypeError(f"{cls.__name__} must subclass PositionalEncoding")
+        if cls.hook not in HOOKS:
+            raise ValueError(f"PE '{name}': hook must be one of {HOOKS}, got {cls.hook!r}")
+        cls.name = name
+        _REGISTRY[name] = PEInfo(name, cls, options, cls.hook, cls.is_relative, paper)
+        return cls
+
+    return wrap
+
+
+def names() -> list[str]:
+    """Names of every registered PE, sorted."""
+    return sorted(_REGISTRY)
+
+
+def info(name: str) -> PEInfo:
+    """The catalogue entry of ``name`` (ValueError for an unknown name)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown positional encoding '{name}'; registered: {', '.join(names())}") from None
+
+
+def build_options(name: str, options: dict[str, Any] | None, ctx: PEContext | None = None) -> Any:
+    """Build and validate the options dataclass of ``name`` from a plain dict."""
+    entry = info(name)
+    options = dict(options or {})
+    fields = {f.name for f in dataclasses.fields(entry.options)}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for PE '{name}'; "
+            f"valid options: {', '.join(sorted(fields)) or '(none)'}"
+        )
+    opts = entry.options(**options)
+    validate = getattr(opts, "validate", None)
+    if validate is not None:
+        validate(ctx if ctx is not None else PEContext())
+    return opts
+
+
+def make(name: str, *, d_model: int | None = None, num_heads: int | None = None,
+         head_dim: int | None = None, max_len: int | None = None, num_layers: int = 1,
+         causal: bool = False, rngs: nnx.Rngs | None = None, **options: Any) -> PositionalEncoding:
+    """Build the PE registered as ``name``.
+
+    Args:
+      name: a name from :func:`names`.
+      d_model, num_heads, head_dim, max_len, num_layers, causal: the model context (see
+        :class:`PEContext`); a PE that needs a missing field raises ValueError naming it.
+      rngs: ``nnx.Rngs`` for PEs with parameters (default ``nnx.Rngs(0)``).
+      **options: fields of the PE's options dataclass; unknown or invalid ones raise ValueError.
+
+    Returns:
+      The PE module.
+    """
+    if head_dim is None and d_model is not None and num_heads:
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        head_dim = d_model // num_heads
+    ctx = PEContext(d_model=d_model, num_heads=num_heads, head_dim=head_dim, max_len=max_len,
+                    num_layers=num_layers, causal=causal)
+    opts = build_options(name, options, ctx)
+    return info(name).module(opts, ctx, rngs=rngs if rngs is not None else nnx.Rngs(0))

@@ -1,0 +1,175 @@
+"""Input checks shared by the geometry toolkit.
+
+Every public geometry function validates its inputs on the host before calling its jitted
+kernel, and raises ``ValueError`` with a message that names the problem (negative or NaN
+probabilities, rows that do not sum to one, non-square or asymmetric distance matrices,
+mismatched shapes). Inputs that are JAX tracers (the function is being traced under an outer
+``jax.jit``) cannot be inspected and are passed through unchecked.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jax.experimental import sparse as jsparse
+
+__all__ = [
+    "as_float_array", "is_tracer", "is_sparse", "to_bcoo", "check_probabilities",
+    "check_distance_matrix", "check_square_symmetric", "check_coords", "float_eps",
+]
+
+
+def is_tracer(x: Any) -> bool:
+    """True when ``x`` is an abstract value being traced (its values cannot be inspected)."""
+    return isinstance(x, jax.core.Tracer)
+
+
+def is_sparse(x: Any) -> bool:
+    """True for a ``jax.experimental.sparse.BCOO`` or any ``scipy.sparse`` matrix / array."""
+    if isinstance(x, jsparse.BCOO):
+        return True
+    mod = type(x).__module__ or ""
+    return mod.startswith("scipy.sparse")
+
+
+def to_bcoo(x: Any) -> jsparse.BCOO:
+    """Convert a scipy.sparse matrix (or a BCOO) to a 2-D BCOO with sorted, unique indices."""
+    if isinstance(x, jsparse.BCOO):
+        out = x
+    else:
+        out = jsparse.BCOO.from_scipy_sparse(x.tocoo())
+    if out.ndim != 2 or out.n_batch or out.n_dense:
+        raise ValueError(f"sparse input must be a plain 2-D matrix, got BCOO with shape {out.shape}, "
+                         f"n_batch={out.n_batch}, n_dense={out.n_dense}")
+    return out.sum_duplicates(remove_zeros=False)
+
+
+def float_eps(dtype: Any) -> float:
+    """Machine epsilon of a floating dtype."""
+    return float(jnp.finfo(dtype).eps)
+
+
+def as_float_array(x: Any, name: str, *, ndim: int | None = None) -> jax.Array:
+    """``jnp.asarray`` with a floating dtype (integers become the default float)."""
+    arr = jnp.asarray(x)
+    if not jnp.issubdtype(arr.dtype, jnp.floating):
+        arr = arr.astype(jnp.result_type(float))
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
+    return arr
+
+
+def _row_sums_and_stats(P: Any) -> tuple[np.ndarray, bool, bool, float]:
+    """Row sums, any-NaN, any-negative and the dtype epsilon of a dense or sparse P."""
+    if isinstance(P, jsparse.BCOO):
+        data = P.data
+        rows = P.indices[:, 0]
+        sums = jax.ops.segment_sum(data, rows, num_segments=P.shape[0])
+        return (np.asarray(sums), bool(jnp.isnan(data).any()), bool((data < 0).any()),
+                float_eps(data.dtype))
+    sums = jnp.sum(P, axis=-1)
+    return (np.asarray(sums), bool(jnp.isnan(P).any()), bool((P < 0).any()), float_eps(P.dtype))
+
+
+def check_probabilities(P: Any, name: str = "P", *, normalize: bool = False,
+                        atol: float | None = None) -> Any:
+    """Check that the rows of ``P [n, V]`` (dense or BCOO) are probability vectors.
+
+    Args:
+      P: dense array or BCOO, shape ``[n, V]``.
+      name: name used in error messages.
+      normalize: divide each row by its sum instead of requiring sum one.
+      atol: tolerance on ``|sum - 1|``; default ``max(1e-6, 64 * eps * sqrt(V))``.
+
+    Returns:
+      ``P`` (normalised if requested).
+
+    Raises:
+      ValueError: NaN or infinite entries, negative entries, an all-zero row, or (without
+        ``normalize``) a row whose sum differs from one by more than ``atol``.
+    """
+    if P.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array [num_positions, vocab], got shape {P.shape}")
+    if P.shape[0] == 0 or P.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {P.shape})")
+    if is_tracer(P) or (isinstance(P, jsparse.BCOO) and is_tracer(P.data)):
+        return P
+    sums, has_nan, has_neg, eps = _row_sums_and_stats(P)
+    if has_nan:
+        raise ValueError(f"{name} contains NaN probabilities")
+    if not np.all(np.isfinite(sums)):
+        raise ValueError(f"{name} contains infinite probabilities")
+    if has_neg:
+        raise ValueError(f"{name} contains negative probabilities")
+    zero = np.flatnonzero(sums <= 0)
+    if zero.size:
+        raise ValueError(f"{name} has all-zero rows (positions {zero[:10].tolist()}"
+                         f"{'...' if zero.size > 10 else ''}); an empty position has no distribution")
+    if normalize:
+        if isinstance(P, jsparse.BCOO):
+            scale = jnp.asarray(1.0 / sums, P.dtype)
+            return jsparse.BCOO((P.data * scale[P.indices[:, 0]], P.indices), shape=P.shape,
+                                indices_sorted=P.indices_sorted, unique_indices=P.unique_indices)
+        return P / jnp.asarray(sums, P.dtype)[:, None]
+    tol = atol if atol is not None else max(1e-6, 64.0 * eps * float(np.sqrt(P.shape[1])))
+    bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
+    if bad.size:
+        worst = bad[np.argmax(np.abs(sums[bad] - 1.0))]
+        raise ValueError(
+            f"rows of {name} must sum to one (tolerance {tol:.1e}); {bad.size} rows do not, e.g. "
+            f"row {int(worst)} sums to {float(sums[worst]):.8g}; pass normalize=True to rescale")
+    return P
+
+
+def check_square_symmetric(M: jax.Array, name: str, *, atol: float | None = None) -> None:
+    """Raise ValueError unless ``M`` is a finite, square, symmetric 2-D matrix."""
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"{name} must be a square [n, n] matrix, got shape {M.shape}")
+    if is_tracer(M):
+        return
+    if not bool(jnp.all(jnp.isfinite(M))):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    scale = float(jnp.max(jnp.abs(M))) if M.size else 0.0
+    tol = atol if atol is not None else 1e3 * float_eps(M.dtype) * max(scale, 1.0)
+    asym = float(jnp.max(jnp.abs(M - M.T))) if M.size else 0.0
+    if asym > tol:
+        raise ValueError(f"{name} is not symmetric: max |{name} - {name}^T| = {asym:.3g} "
+                         f"(tolerance {tol:.1e})")
+
+
+def check_distance_matrix(D: Any, name: str = "D", *, atol: float | None = None) -> jax.Array:
+    """Check a distance matrix: square, symmetric, finite, non-negative, zero diagonal.
+
+    Returns:
+      ``D`` as a floating ``jax.Array``.
+    """
+    D = as_float_array(D, name)
+    check_square_symmetric(D, name, atol=atol)
+    if is_tracer(D):
+        return D
+    if bool(jnp.any(D < 0)):
+        raise ValueError(f"{name} has negative entries; distances must be >= 0")
+    scale = float(jnp.max(D)) if D.size else 0.0
+    tol = atol if atol is not None else 1e3 * float_eps(D.dtype) * max(scale, 1.0)
+    diag = float(jnp.max(jnp.abs(jnp.diagonal(D)))) if D.size else 0.0
+    if diag > tol:
+        raise ValueError(f"{name} has a non-zero diagonal (max |D_ii| = {diag:.3g}); a distance "
+                         "matrix has D_ii = 0")
+    return D
+
+
+def check_coords(X: Any, n: int, name: str = "coords") -> jax.Array:
+    """Check a configuration ``[n, k]`` (a ``[n]`` vector is read as ``[n, 1]``)."""
+    X = as_float_array(X, name)
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be [n, k], got shape {X.shape}")
+    if X.shape[0] != n:
+        raise ValueError(f"{name} has {X.shape[0]} rows but the distance matrix is {n} x {n}")
+    if not is_tracer(X) and not bool(jnp.all(jnp.isfinite(X))):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return X

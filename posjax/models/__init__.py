@@ -1,0 +1,8 @@
+"""Transformer models with pluggable positional encodings."""
+from posjax.models.attention import SelfAttention, attention_weights
+from posjax.models.config import TransformerConfig
+from posjax.models.heads import Classifier, LanguageModel, pool
+from posjax.models.transformer import Block, Transformer, make_mask
+
+__all__ = ["Block", "Classifier", "LanguageModel", "SelfAttention", "Transformer",
+           "TransformerConfig", "attention_weights", "make_mask", "pool"]

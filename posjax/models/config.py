@@ -1,0 +1,96 @@
+"""The model configuration: one frozen dataclass, validated once."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax.numpy as jnp
+
+ACTIVATIONS = ("gelu", "relu", "silu")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Configuration of :class:`posjax.models.Transformer`.
+
+    Attributes:
+      vocab_size: number of token ids (ignored when ``input_dim`` is set).
+      num_layers, d_model, num_heads, d_ff: the usual sizes (d_model divisible by num_heads).
+      max_len: longest sequence (table size of absolute PEs).
+      pe: a name from ``posjax.encodings.names()``.
+      pe_options: options of that PE (see its options dataclass).
+      causal: decoder (True) or bidirectional encoder (False).
+      pre_norm: pre-LN blocks with a final LayerNorm (True) or post-LN blocks (False).
+      dropout: residual/FFN dropout; ``attention_dropout`` (None: same) on attention weights.
+      dtype: computation dtype ("float32" or "bfloat16"); parameters stay float32.
+      activation: MLP nonlinearity; ``mlp_trailing_activation`` adds one after the output
+        projection (Paper B's companion code).
+      pe_every_layer: add an embed PE at the input of every block instead of once.
+      embed_init_std: std of the token embedding init (0.02 BERT; 1.0 PyTorch default).
+      input_dim: if set, inputs are float features ``[B, T, input_dim]`` embedded by a Linear
+        layer instead of token ids.
+      attention_impl: ``None``/"xla"/"cudnn" for ``jax.nn.dot_product_attention``.
+      kv_source: "residual" (standard) or "embeddings" (K and V from the layer-0 input in every
+        layer: a quirk of arXiv 2505.13027's code).
+    """
+
+    vocab_size: int = 128
+    num_layers: int = 2
+    d_model: int = 64
+    num_heads: int = 4
+    d_ff: int = 128
+    max_len: int = 128
+    pe: str = "sinusoidal"
+    pe_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    causal: bool = False
+    pre_norm: bool = True
+    dropout: float = 0.0
+    attention_dropout: float | None = None
+    dtype: str = "float32"
+    activation: str = "gelu"
+    mlp_trailing_activation: bool = False
+    pe_every_layer: bool = False
+    embed_init_std: float = 0.02
+    input_dim: int | None = None
+    attention_impl: str | None = None
+    kv_source: str = "residual"
+
+    def __post_init__(self):
+        for name in ("num_layers", "d_model", "num_heads", "d_ff", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"TransformerConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.input_dim is None and self.vocab_size <= 0:
+            raise ValueError(f"TransformerConfig.vocab_size must be positive, got {self.vocab_size}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        for name in ("dropout", "attention_dropout"):
+            v = getattr(self, name)
+            if v is not None and not 0.0 <= v < 1.0:
+                raise ValueError(f"TransformerConfig.{name} must be in [0, 1), got {v}")
+        if self.dtype not in ("float32", "bfloat16", "float16", "float64"):
+            raise ValueError(f"unsupported dtype {self.dtype!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.attention_impl not in (None, "xla", "cudnn"):
+            raise ValueError(f"attention_impl must be None, 'xla' or 'cudnn', got {self.attention_impl!r}")
+        if self.kv_source not in ("residual", "embeddings"):
+            raise ValueError(f"kv_source must be 'residual' or 'embeddings', got {self.kv_source!r}")
+        object.__setattr__(self, "pe_options", dict(self.pe_options))
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    @property
+    def jnp_dtype(self):
+        return jnp.dtype(self.dtype)
+
+    @property
+    def attn_dropout(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    def replace(self, **changes: Any) -> "TransformerConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

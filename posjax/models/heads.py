@@ -1,0 +1,80 @@
+"""Task heads on top of :class:`Transformer`: sequence classification and language modelling."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from posjax.models.config import TransformerConfig
+from posjax.models.transformer import Transformer
+
+POOLINGS = ("cls", "mean", "last")
+
+
+def pool(hidden: jax.Array, pooling: str, padding_mask: jax.Array | None = None) -> jax.Array:
+    """Pool ``[B, T, d] -> [B, d]``.
+
+    ``cls``: position 0; ``mean``: mean over real tokens (``padding_mask`` True); ``last``: the
+    last real token.
+    """
+    if pooling == "cls":
+        return hidden[:, 0]
+    mask = (jnp.ones(hidden.shape[:2], bool) if padding_mask is None
+            else jnp.asarray(padding_mask, bool))
+    if pooling == "mean":
+        w = mask.astype(hidden.dtype)[..., None]
+        return (hidden * w).sum(1) / jnp.maximum(w.sum(1), 1.0)
+    if pooling == "last":
+        idx = jnp.maximum(mask.sum(1) - 1, 0)
+        return jnp.take_along_axis(hidden, idx[:, None, None], axis=1)[:, 0]
+    raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+
+
+class Classifier(nnx.Module):
+    """Sequence classifier: Transformer -> pooling -> Linear ``-> logits [B, num_classes]``."""
+
+    def __init__(self, config: TransformerConfig, num_classes: int, pooling: str = "cls", *,
+                 rngs: nnx.Rngs):
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        self.config = config
+        self.pooling = pooling
+        self.num_classes = num_classes
+        self.transformer = Transformer(config, rngs=rngs)
+        self.head = nnx.Linear(config.d_model, num_classes, rngs=rngs)
+
+    def __call__(self, tokens, *, positions=None, padding_mask=None, deterministic=True,
+                 rngs=None, head_mask=None, return_attention=False):
+        out = self.transformer(tokens, positions=positions, padding_mask=padding_mask,
+                               deterministic=deterministic, rngs=rngs, head_mask=head_mask,
+                               return_attention=return_attention)
+        hidden, weights = out if return_attention else (out, None)
+        logits = self.head(pool(hidden, self.pooling, padding_mask).astype(jnp.float32))
+        return (logits, weights) if return_attention else logits
+
+
+class LanguageModel(nnx.Module):
+    """Masked-LM (bidirectional config) or causal-LM (``causal=True``) head: logits ``[B, T, V]``."""
+
+    def __init__(self, config: TransformerConfig, *, tie_embeddings: bool = False, rngs: nnx.Rngs):
+        if config.input_dim is not None:
+            raise ValueError("LanguageModel needs token inputs (config.input_dim must be None)")
+        self.config = config
+        self.transformer = Transformer(config, rngs=rngs)
+        self.tie_embeddings = tie_embeddings
+        self.head = None if tie_embeddings else nnx.Linear(config.d_model, config.vocab_size, rngs=rngs)
+
+    def __call__(self, tokens, *, positions=None, padding_mask=None, deterministic=True,
+                 rngs=None, head_mask=None, return_attention=False):
+        out = self.transformer(tokens, positions=positions, padding_mask=padding_mask,
+                               deterministic=deterministic, rngs=rngs, head_mask=head_mask,
+                               return_attention=return_attention)
+        hidden, weights = out if return_attention else (out, None)
+        hidden = hidden.astype(jnp.float32)
+        if self.tie_embeddings:
+            logits = hidden @ self.transformer.embed.embedding[...].T
+        else:
+            logits = self.head(hidden)
+        return (logits, weights) if return_attention else logits

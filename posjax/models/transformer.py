@@ -1,0 +1,161 @@
+"""Transformer encoder/decoder with a pluggable positional encoding (Flax NNX)."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from posjax import encodings
+from posjax.encodings.base import PositionalEncoding, batch_positions
+from posjax.models.attention import SelfAttention, broadcast_bias
+from posjax.models.config import TransformerConfig
+
+_ACT = {"gelu": jax.nn.gelu, "relu": jax.nn.relu, "silu": jax.nn.silu}
+
+
+class MLP(nnx.Module):
+    """Position-wise feed-forward block ``d -> d_ff -> d``."""
+
+    def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+        self.up = nnx.Linear(cfg.d_model, cfg.d_ff, dtype=cfg.jnp_dtype, rngs=rngs)
+        self.down = nnx.Linear(cfg.d_ff, cfg.d_model, dtype=cfg.jnp_dtype, rngs=rngs)
+        self.act = _ACT[cfg.activation]
+        self.trailing = cfg.mlp_trailing_activation
+
+    def __call__(self, x):
+        y = self.down(self.act(self.up(x)))
+        return self.act(y) if self.trailing else y
+
+
+class Block(nnx.Module):
+    """One Transformer block (pre-LN or post-LN)."""
+
+    def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+        self.pre_norm = cfg.pre_norm
+        self.attn = SelfAttention(cfg.d_model, cfg.num_heads, attn_dropout=cfg.attn_dropout,
+                                  dtype=cfg.jnp_dtype, implementation=cfg.attention_impl, rngs=rngs)
+        self.mlp = MLP(cfg, rngs=rngs)
+        self.norm1 = nnx.LayerNorm(cfg.d_model, dtype=cfg.jnp_dtype, rngs=rngs)
+        self.norm2 = nnx.LayerNorm(cfg.d_model, dtype=cfg.jnp_dtype, rngs=rngs)
+        self.drop = nnx.Dropout(cfg.dropout)
+
+    def __call__(self, x, *, pe, positions, bias, mask, head_mask, kv, deterministic, rngs,
+                 return_weights):
+        def attend(h):
+            return self.attn(h, pe=pe, positions=positions, bias=bias, mask=mask,
+                             head_mask=head_mask, kv=kv, deterministic=deterministic, rngs=rngs,
+                             return_weights=True) if return_weights else (self.attn(
+                h, pe=pe, positions=positions, bias=bias, mask=mask, head_mask=head_mask, kv=kv,
+                deterministic=deterministic, rngs=rngs), None)
+
+        if self.pre_norm:
+            a, w = attend(self.norm1(x))
+            x = x + self.drop(a, deterministic=deterministic, rngs=rngs)
+            x = x + self.drop(self.mlp(self.norm2(x)), deterministic=deterministic, rngs=rngs)
+        else:
+            a, w = attend(x)
+            x = self.norm1(x + self.drop(a, deterministic=deterministic, rngs=rngs))
+            x = self.norm2(x + self.drop(self.mlp(x), deterministic=deterministic, rngs=rngs))
+        return x, w
+
+
+def make_mask(batch: int, length: int, *, causal: bool, padding_mask: jax.Array | None
+              ) -> jax.Array | None:
+    """Boolean attention mask ``[B or 1, 1, T, T]`` (True = attend), or None for no mask."""
+    mask = None
+    if causal:
+        mask = jnp.tril(jnp.ones((length, length), bool))[None, None]
+    if padding_mask is not None:
+        pad = jnp.asarray(padding_mask, bool)
+        if pad.shape != (batch, length):
+            raise ValueError(f"padding_mask must have shape {(batch, length)}, got {pad.shape}")
+        keys = pad[:, None, None, :]
+        mask = keys if mask is None else mask & keys
+    return mask
+
+
+class Transformer(nnx.Module):
+    """Transformer body: embeddings, the PE, ``num_layers`` blocks -> hidden ``[B, T, d_model]``.
+
+    The PE plugs in through its hooks: ``embed`` once on the input embeddings (or at every block
+    with ``pe_every_layer``), ``rotate`` on q/k and ``bias`` on the logits of every layer. A PE
+    whose options say ``per_layer`` (or ``pe_every_layer``) gets one independent copy per block.
+    """
+
+    def __init__(self, config: TransformerConfig, *, rngs: nnx.Rngs):
+        self.config = config
+        cfg = config
+        if cfg.input_dim is None:
+            self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model,
+                                   embedding_init=jax.nn.initializers.normal(cfg.embed_init_std),
+                                   rngs=rngs)
+        else:
+            self.embed = nnx.Linear(cfg.input_dim, cfg.d_model, rngs=rngs)
+        make = lambda: encodings.make(cfg.pe, d_model=cfg.d_model, num_heads=cfg.num_heads,
+                                      max_len=cfg.max_len, num_layers=cfg.num_layers,
+                                      causal=cfg.causal, rngs=rngs, **cfg.pe_options)
+        first = make()
+        self.shared_pe = not (first.per_layer or cfg.pe_every_layer)
+        self.pes = nnx.List([first] + ([] if self.shared_pe else
+                                       [make() for _ in range(cfg.num_layers - 1)]))
+        self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.num_layers)])
+        self.final_norm = nnx.LayerNorm(cfg.d_model, rngs=rngs) if cfg.pre_norm else None
+        self.drop = nnx.Dropout(cfg.dropout)
+
+    @property
+    def pe(self) -> PositionalEncoding:
+        """The (first layer's) positional encoding module."""
+        return self.pes[0]
+
+    def layer_pe(self, layer: int) -> PositionalEncoding:
+        return self.pes[0] if self.shared_pe else self.pes[layer]
+
+    def __call__(self, tokens: jax.Array, *, positions: jax.Array | None = None,
+                 padding_mask: jax.Array | None = None, deterministic: bool = True,
+                 rngs: nnx.Rngs | None = None, head_mask: jax.Array | None = None,
+                 return_attention: bool = False):
+        """Args:
+          tokens: int ``[B, T]`` token ids (or float ``[B, T, input_dim]`` features).
+          positions: ``[T]`` or ``[B, T]`` positions; default ``arange(T)``.
+          padding_mask: bool ``[B, T]``, True on real tokens; padded keys are not attended.
+          deterministic: disable dropout (and any train-time PE randomness).
+          rngs: ``nnx.Rngs`` with a ``dropout`` stream when ``deterministic=False``.
+          head_mask: ``[num_layers, num_heads]`` multipliers of each head's output (ablation).
+          return_attention: also return attention weights ``[L, B, H, T, T]``.
+
+        Returns:
+          hidden ``[B, T, d_model]`` (and the weights when requested).
+        """
+        cfg = self.config
+        tokens = jnp.asarray(tokens)
+        batch, length = tokens.shape[:2]
+        if positions is None:
+            positions = jnp.arange(length)
+        positions = batch_positions(positions)
+        if positions.shape[-1] != length:
+            raise ValueError(f"positions have length {positions.shape[-1]} but tokens have {length}")
+        if head_mask is not None:
+            head_mask = jnp.asarray(head_mask)
+            if head_mask.shape != (cfg.num_layers, cfg.num_heads):
+                raise ValueError(f"head_mask must have shape {(cfg.num_layers, cfg.num_heads)}, "
+                                 f"got {head_mask.shape}")
+        x = self.embed(tokens).astype(cfg.jnp_dtype)
+        if not cfg.pe_every_layer:
+            x = self.pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
+        x = self.drop(x, deterministic=deterministic, rngs=rngs)
+        kv = x if cfg.kv_source == "embeddings" else None
+        mask = make_mask(batch, length, causal=cfg.causal, padding_mask=padding_mask)
+        shared_bias = broadcast_bias(self.pe.bias(positions, positions)) if self.shared_pe else None
+        weights = []
+        for layer, block in enumerate(self.blocks):
+            pe = self.layer_pe(layer)
+            if cfg.pe_every_layer:
+                x = pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
+            bias = shared_bias if self.shared_pe else broadcast_bias(pe.bias(positions, positions))
+            x, w = block(x, pe=pe, positions=positions, bias=bias, mask=mask,
+                         head_mask=None if head_mask is None else head_mask[layer], kv=kv,
+                         deterministic=deterministic, rngs=rngs, return_weights=return_attention)
+            weights.append(w)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return (x, jnp.stack(weights)) if return_attention else x

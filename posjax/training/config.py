@@ -1,0 +1,104 @@
+"""Training configuration and the optax optimiser/schedule built from it."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import optax
+
+OPTIMIZERS = ("adamw", "adam", "sgd")
+SCHEDULES = ("constant", "cosine", "linear")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Everything the training loop needs besides the model, the loss and the data.
+
+    Attributes:
+      steps: total optimiser steps.
+      batch_size: examples per step (used by :class:`ArrayBatches`).
+      optimizer: "adamw" (decoupled weight decay on all parameters, like PyTorch), "adam", "sgd".
+      learning_rate, weight_decay, b1, b2, eps, momentum: optimiser hyper-parameters.
+      schedule: "constant", "cosine" (to 0) or "linear" (to 0), after ``warmup_steps`` of linear
+        warm-up (or ``warmup_fraction`` of ``steps`` when given).
+      grad_clip: global-norm clipping threshold (None: off).
+      seed: seeds the data order and the per-step dropout keys.
+      log_every: steps between metric rows (and finiteness checks).
+      eval_every: steps between evaluations (0: only at the end).
+      checkpoint_every: steps between checkpoints (0: only at the end or on interrupt).
+      keep_checkpoints: checkpoints kept on disk.
+      progress: show a progress bar.
+    """
+
+    steps: int = 1000
+    batch_size: int = 32
+    optimizer: str = "adamw"
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    momentum: float = 0.0
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    warmup_fraction: float | None = None
+    grad_clip: float | None = None
+    seed: int = 0
+    log_every: int = 50
+    eval_every: int = 0
+    checkpoint_every: int = 0
+    keep_checkpoints: int = 2
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.steps <= 0:
+            raise ValueError(f"TrainConfig.steps must be positive, got {self.steps}")
+        if self.batch_size <= 0:
+            raise ValueError(f"TrainConfig.batch_size must be positive, got {self.batch_size}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.warmup_fraction is not None and not 0 <= self.warmup_fraction < 1:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.log_every <= 0:
+            raise ValueError(f"log_every must be positive, got {self.log_every}")
+
+    @property
+    def warmup(self) -> int:
+        if self.warmup_fraction is not None:
+            return int(round(self.warmup_fraction * self.steps))
+        return self.warmup_steps
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def make_schedule(cfg: TrainConfig) -> optax.Schedule:
+    """Warm-up then constant / cosine / linear decay of the learning rate."""
+    peak, warm, total = cfg.learning_rate, cfg.warmup, cfg.steps
+    if cfg.schedule == "constant":
+        after = optax.constant_schedule(peak)
+    elif cfg.schedule == "cosine":
+        after = optax.cosine_decay_schedule(peak, max(total - warm, 1))
+    else:
+        after = optax.linear_schedule(peak, 0.0, max(total - warm, 1))
+    if warm == 0:
+        return after
+    return optax.join_schedules([optax.linear_schedule(0.0, peak, warm), after], [warm])
+
+
+def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
+    """The optax transformation described by ``cfg``."""
+    lr = make_schedule(cfg)
+    if cfg.optimizer == "adamw":
+        opt = optax.adamw(lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    elif cfg.optimizer == "adam":
+        opt = optax.adam(lr, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
+    else:
+        opt = optax.sgd(lr, momentum=cfg.momentum or None)
+    if cfg.grad_clip is not None:
+        opt = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), opt)
+    return opt

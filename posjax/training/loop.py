@@ -1,0 +1,235 @@
+"""One small training loop shared by every experiment.
+
+``train(model, loss_fn, batches, config, out_dir=...)`` runs jitted optimiser steps on an NNX
+model, logs JSON lines, shows a progress bar, checkpoints with orbax, resumes from the latest
+checkpoint of the same run, saves on SIGTERM/Ctrl-C, and stops on a non-finite loss.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from posjax.training.checkpoint import Checkpointer
+from posjax.training.config import TrainConfig, make_optimizer, make_schedule
+
+LossFn = Callable[[nnx.Module, Any, jax.Array], tuple[jax.Array, Mapping[str, jax.Array]]]
+
+
+class TrainingDiverged(FloatingPointError):
+    """Raised when the loss becomes NaN or Inf; the last good checkpoint is kept."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What :func:`train` returns: the final step, the last logged metrics, the eval history."""
+
+    step: int
+    metrics: dict[str, float]
+    evals: list[dict[str, float]]
+    resumed_from: int | None
+    seconds: float
+
+
+def _to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return _to_jsonable(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    if isinstance(value, (np.generic, jax.Array)):
+        return np.asarray(value).tolist()
+    return value
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Turn SIGTERM into KeyboardInterrupt while training (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _check_run_config(out_dir: str, record: dict[str, Any]) -> None:
+    path = os.path.join(out_dir, "config.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        if old != record:
+            raise ValueError(f"{out_dir} holds a run with a different configuration "
+                             f"(see {path}); use another out_dir or delete it to start over")
+    else:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+
+
+def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
+    """The jitted step ``(params, rest, opt_state, batch, step) -> (params, opt_state, loss,
+    metrics, finite)``. A non-finite loss or gradient leaves params and optimiser state unchanged,
+    so the state in memory is always the last good one."""
+    base = jax.random.key(seed)
+
+    @jax.jit
+    def step_fn(params, rest, opt_state, batch, step):
+        key = jax.random.fold_in(base, step)
+
+        def objective(p):
+            return loss_fn(nnx.merge(graphdef, p, rest), batch, key)
+
+        (loss, metrics), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        updates, new_opt = tx.update(grads, opt_state, params)
+        new_params = jax.tree.map(lambda p, u: p + u, params, updates)
+        gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+        finite = jnp.isfinite(loss) & jnp.isfinite(gnorm)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
+        return keep(new_params, params), keep(new_opt, opt_state), loss, metrics, finite
+
+    return step_fn
+
+
+def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], config: TrainConfig,
+          *, out_dir: str | None = None, eval_fn: Callable[[nnx.Module], Mapping[str, float]] | None = None,
+          run_config: Mapping[str, Any] | None = None, desc: str = "train") -> TrainResult:
+    """Train ``model`` in place.
+
+    Args:
+      model: an NNX module; its ``nnx.Param`` variables are trained, other state is kept fixed.
+      loss_fn: ``(model, batch, key) -> (scalar loss, dict of scalar metrics)``; ``key`` is a
+        per-step PRNG key (``jax.random.fold_in(key(seed), step)``) for dropout.
+      batches: ``step -> batch`` (a pytree of arrays); must be deterministic in ``step`` for
+        bit-identical resumption (see :class:`posjax.training.ArrayBatches`).
+      config: the :class:`TrainConfig`.
+      out_dir: where ``metrics.jsonl``, ``config.json`` and ``checkpoints/`` go. When it holds
+        checkpoints of the same configuration the run resumes from the latest one.
+      eval_fn: ``model -> metrics`` run every ``eval_every`` steps and at the end.
+      run_config: extra configuration recorded in ``config.json`` (model config, data options).
+      desc: progress-bar label.
+
+    Returns:
+      A :class:`TrainResult`. On SIGTERM/Ctrl-C a checkpoint is saved and KeyboardInterrupt is
+      re-raised; on a non-finite loss :class:`TrainingDiverged` is raised.
+    """
+    from tqdm.auto import tqdm
+
+    tx = make_optimizer(config)
+    schedule = make_schedule(config)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    opt_state = tx.init(params)
+    step_fn = make_train_step(graphdef, loss_fn, tx, config.seed)
+
+    ckpt, start, resumed, log = None, 0, None, None
+    if out_dir is not None:
+        record = _to_jsonable({"train": config, "run": run_config or {}})
+        record["train"].pop("progress", None)
+        _check_run_config(out_dir, record)
+        ckpt = Checkpointer(os.path.join(out_dir, "checkpoints"), keep=config.keep_checkpoints)
+        if ckpt.latest_step() is not None:
+            start, (params, opt_state) = ckpt.restore((params, opt_state))
+            resumed = start
+        log = open(os.path.join(out_dir, "metrics.jsonl"), "a")
+
+    def write(row: dict[str, Any]) -> None:
+        if log is not None:
+            log.write(json.dumps(_to_jsonable(row)) + "\n")
+            log.flush()
+
+    def save(step: int) -> None:
+        if ckpt is not None and step > 0 and ckpt.latest_step() != step:
+            ckpt.save(step, (params, opt_state))
+
+    def evaluate(step: int) -> None:
+        if eval_fn is None:
+            return
+        nnx.update(model, params)
+        row = {"step": step, **{f"eval/{k}": float(v) for k, v in eval_fn(model).items()}}
+        evals.append(row)
+        write(row)
+
+    evals: list[dict[str, float]] = []
+    last: dict[str, float] = {}
+    pending: list[tuple[int, jax.Array, Any, jax.Array]] = []
+    t0 = time.perf_counter()
+    good_step = start
+
+    def flush(bar) -> None:
+        nonlocal last, good_step
+        for s, loss, metrics, finite in pending:
+            if not bool(finite):
+                save(good_step)
+                where = f"; last good checkpoint: step {good_step} in {ckpt.directory}" if ckpt else ""
+                raise TrainingDiverged(f"non-finite loss ({float(loss)}) at step {s}: training "
+                                       f"stopped{where}")
+            good_step = s + 1
+        if pending:
+            s, loss, metrics, _ = pending[-1]
+            last = {"loss": float(loss), **{k: float(v) for k, v in metrics.items()}}
+            write({"step": s + 1, "lr": float(schedule(s)), **last,
+                   "time": round(time.perf_counter() - t0, 3)})
+            bar.set_postfix(loss=f"{last['loss']:.4f}")
+        pending.clear()
+
+    step = start
+    bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not config.progress,
+               leave=False, dynamic_ncols=True)
+    try:
+        with _sigterm_as_interrupt():
+            while step < config.steps:
+                batch = jax.tree.map(jnp.asarray, batches(step))
+                params, opt_state, loss, metrics, finite = step_fn(
+                    params, rest, opt_state, batch, jnp.asarray(step, jnp.int32))
+                pending.append((step, loss, metrics, finite))
+                step += 1
+                bar.update(1)
+                boundary = step % config.log_every == 0 or step == config.steps
+                ck = config.checkpoint_every and step % config.checkpoint_every == 0
+                ev = config.eval_every and step % config.eval_every == 0
+                if boundary or ck or ev:
+                    flush(bar)
+                if ck:
+                    save(step)
+                if ev and step != config.steps:
+                    evaluate(step)
+        flush(bar)
+        save(step)
+        nnx.update(model, params)
+        evaluate(step)
+    except KeyboardInterrupt:
+        # params/opt_state hold the state after `step` completed steps (or the last good one)
+        try:
+            flush(bar)
+            save(step)
+        finally:
+            nnx.update(model, params)
+        if ckpt is not None:
+            print(f"\ninterrupted at step {step}; checkpoint saved in {ckpt.directory}; "
+                  "rerun the same command to resume", flush=True)
+        raise
+    finally:
+        bar.close()
+        if log is not None:
+            log.close()
+        if ckpt is not None:
+            ckpt.close()
+    return TrainResult(step=step, metrics=last, evals=evals, resumed_from=resumed,
+                       seconds=time.perf_counter() - t0)
