@@ -27,10 +27,10 @@ def rotary_dim(head_dim: int, rotary_fraction: float = 1.0) -> int:
     return rot
 
 
-def rope_frequencies(rot_dim: int, base: float = 10000.0) -> jax.Array:
-    """theta_k = base^(-2k/rot_dim), k = 0..rot_dim/2 - 1, as ``[rot_dim // 2]`` float32."""
-    k = jnp.arange(rot_dim // 2, dtype=jnp.float32)
-    return jnp.asarray(base, jnp.float32) ** (-2.0 * k / rot_dim)
+def rope_frequencies(rot_dim: int, base: float = 10000.0, dtype=jnp.float32) -> jax.Array:
+    """theta_k = base^(-2k/rot_dim), k = 0..rot_dim/2 - 1, as ``[rot_dim // 2]``."""
+    k = jnp.arange(rot_dim // 2, dtype=dtype)
+    return jnp.asarray(base, dtype) ** (-2.0 * k / rot_dim)
 
 
 def rotate_pairs(x: jax.Array, angles: jax.Array, *, interleaved: bool) -> jax.Array:
@@ -68,10 +68,12 @@ def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
     """
     head_dim = x.shape[-1]
     rot = rotary_dim(head_dim, rotary_fraction)
-    theta = rope_frequencies(rot, base) if frequencies is None else jnp.asarray(frequencies)
+    # angles in float32, or float64 when x is float64 (exact relative tests)
+    dtype = jnp.promote_types(x.dtype, jnp.float32)
+    theta = rope_frequencies(rot, base, dtype) if frequencies is None else jnp.asarray(frequencies, dtype)
     if theta.shape != (rot // 2,):
         raise ValueError(f"frequencies must have shape ({rot // 2},), got {theta.shape}")
-    pos = jnp.asarray(positions, jnp.float32) * position_scale
+    pos = jnp.asarray(positions, dtype) * position_scale
     angles = pos[..., :, None, None] * theta  # [..., seq, 1, rot/2]
     rotated = rotate_pairs(x[..., :rot], angles, interleaved=interleaved)
     if rot == head_dim:
