@@ -25,7 +25,8 @@ class TransformerConfig:
       dtype: computation dtype ("float32" or "bfloat16"); parameters stay float32.
       activation: MLP nonlinearity; ``mlp_trailing_activation`` adds one after the output
         projection (Paper B's companion code).
-      pe_every_layer: add an embed PE at the input of every block instead of once.
+      pe_every_layer: add an embed PE at the input of every block instead of once; each block
+        gets its own copy of the PE unless ``share_pe_across_layers`` (Paper B, arXiv 2406.08272).
       embed_init_std: std of the token embedding init (0.02 BERT; 1.0 PyTorch default).
       input_dim: if set, inputs are float features ``[B, T, input_dim]`` embedded by a Linear
         layer instead of token ids.
@@ -50,6 +51,7 @@ class TransformerConfig:
     activation: str = "gelu"
     mlp_trailing_activation: bool = False
     pe_every_layer: bool = False
+    share_pe_across_layers: bool = False
     embed_init_std: float = 0.02
     input_dim: int | None = None
     attention_impl: str | None = None

@@ -40,13 +40,14 @@ class Block(nnx.Module):
         self.drop = nnx.Dropout(cfg.dropout)
 
     def __call__(self, x, *, pe, positions, bias, mask, head_mask, kv, deterministic, rngs,
-                 return_weights):
+                 return_weights, layer=0):
         def attend(h):
+            qk, h = pe.attention_input(h, positions, layer)
             return self.attn(h, pe=pe, positions=positions, bias=bias, mask=mask,
                              head_mask=head_mask, kv=kv, deterministic=deterministic, rngs=rngs,
-                             return_weights=True) if return_weights else (self.attn(
+                             return_weights=True, qk=qk) if return_weights else (self.attn(
                 h, pe=pe, positions=positions, bias=bias, mask=mask, head_mask=head_mask, kv=kv,
-                deterministic=deterministic, rngs=rngs), None)
+                deterministic=deterministic, rngs=rngs, qk=qk), None)
 
         if self.pre_norm:
             a, w = attend(self.norm1(x))
@@ -78,7 +79,9 @@ class Transformer(nnx.Module):
     """Transformer body: embeddings, the PE, ``num_layers`` blocks -> hidden ``[B, T, d_model]``.
 
     The PE plugs in through its hooks: ``embed`` once on the input embeddings (or at every block
-    with ``pe_every_layer``), ``rotate`` on q/k and ``bias`` on the logits of every layer. A PE
+    with ``pe_every_layer``), ``rotate`` on q/k and ``bias`` on the logits of every layer;
+    ``attention_input`` gives each block's q/k and v projection inputs and ``block_output`` acts
+    after each block (identities except for positional attention, LaPE and CPE). A PE
     whose options say ``per_layer`` (or ``pe_every_layer``) gets one independent copy per block.
     """
 
@@ -95,7 +98,8 @@ class Transformer(nnx.Module):
                                       max_len=cfg.max_len, num_layers=cfg.num_layers,
                                       causal=cfg.causal, rngs=rngs, **cfg.pe_options)
         first = make()
-        self.shared_pe = not (first.per_layer or cfg.pe_every_layer)
+        self.shared_pe = not (first.per_layer or
+                              (cfg.pe_every_layer and not cfg.share_pe_across_layers))
         self.pes = nnx.List([first] + ([] if self.shared_pe else
                                        [make() for _ in range(cfg.num_layers - 1)]))
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.num_layers)])
@@ -154,7 +158,9 @@ class Transformer(nnx.Module):
             bias = shared_bias if self.shared_pe else broadcast_bias(pe.bias(positions, positions))
             x, w = block(x, pe=pe, positions=positions, bias=bias, mask=mask,
                          head_mask=None if head_mask is None else head_mask[layer], kv=kv,
-                         deterministic=deterministic, rngs=rngs, return_weights=return_attention)
+                         deterministic=deterministic, rngs=rngs, return_weights=return_attention,
+                         layer=layer)
+            x = pe.block_output(x, positions, layer, deterministic=deterministic, rngs=rngs)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)

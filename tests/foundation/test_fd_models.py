@@ -126,3 +126,13 @@ def test_dropout_is_random_in_training_and_off_in_eval():
     b = model(t, deterministic=False, rngs=nnx.Rngs(dropout=2))
     assert float(jnp.abs(a - b).max()) > 1e-3
     np.testing.assert_array_equal(model(t), model(t))
+
+
+def test_every_layer_pe_can_share_one_table():
+    cfg = TransformerConfig(pe="learned", pe_every_layer=True, share_pe_across_layers=True, **BASE)
+    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    assert len(model.pes) == 1 and model.layer_pe(1) is model.layer_pe(0)
+    once = Transformer(cfg.replace(pe_every_layer=False, share_pe_across_layers=False), rngs=nnx.Rngs(0))
+    t = _tokens()
+    # same parameters, but re-adding the table at block 1 changes the output
+    assert float(jnp.abs(model(t) - once(t)).max()) > 1e-4
