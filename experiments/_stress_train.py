@@ -1,0 +1,130 @@
+"""E4 of the stress experiment: train an encoder classifier with each PE and measure test
+accuracy, PE parameter count and the stress of the trained positional geometry.
+
+The MDS PE is :class:`posjax.geometry.MDSEncoding` (low-rank factors ``A W^T``, initialised from
+the rank-``r`` MDS coordinates, Algorithm 1 of arXiv 2604.05217). Until ``pe="mds"`` is in the
+encoding registry it is installed in place of the model's (parameter-free) NoPE module: a
+stop-gap that builds exactly the same computation.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+E4_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "mds")
+
+
+def model_config(cfg: Any, prep: Any, pe: str):
+    """The :class:`TransformerConfig` of the E4 encoder for ``pe``."""
+    from posjax.models import TransformerConfig
+
+    return TransformerConfig(
+        vocab_size=prep.vocab_size, num_layers=cfg.num_layers, d_model=cfg.d_model,
+        num_heads=cfg.num_heads, d_ff=cfg.d_ff, max_len=prep.train["tokens"].shape[1],
+        pe="none" if pe == "mds" else pe, causal=False, pre_norm=True, dropout=cfg.dropout)
+
+
+def mds_model_coords(coords: np.ndarray, max_len: int, offset: int, scale: float) -> np.ndarray:
+    """MDS coordinates ``[n, r]`` placed on model positions ``0..max_len-1``.
+
+    Corpus position ``i`` is model position ``i + offset``; model positions outside the analysed
+    range take the coordinates of the nearest analysed position (``mds_fill="nearest"``).
+    """
+    idx = np.clip(np.arange(max_len) - offset, 0, coords.shape[0] - 1)
+    return scale * np.asarray(coords, np.float32)[idx]
+
+
+def build_model(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray | None):
+    """A :class:`posjax.models.Classifier` with the PE ``pe`` (and the MDS stop-gap)."""
+    from posjax.geometry.mds_encoding import MDSEncoding
+    from posjax.models import Classifier
+
+    config = model_config(cfg, prep, pe)
+    model = Classifier(config, prep.num_classes, pooling=cfg.pooling, rngs=nnx.Rngs(seed))
+    if pe == "mds":
+        if mds_coords is None:
+            raise ValueError("the MDS PE needs MDS coordinates")
+        table = mds_model_coords(mds_coords, config.max_len, prep.model_offset, cfg.mds_scale)
+        rank = min(table.shape[1], cfg.d_model, cfg.mds_max_rank or table.shape[1])
+        model.transformer.pes = nnx.List([MDSEncoding(
+            config.max_len, cfg.d_model, coords=table, rank=rank, trainable=cfg.mds_trainable,
+            lift=cfg.mds_lift, rngs=nnx.Rngs(seed + 1))])
+    return model, config
+
+
+def pe_param_count(model) -> int:
+    """Number of trainable parameters in the model's positional encoding(s)."""
+    state = nnx.state(model.transformer.pes, nnx.Param)
+    return int(sum(np.size(x) for x in jax.tree.leaves(state)))
+
+
+def _trained_geometry(model, pe: str, prep: Any, D_variants: dict[str, np.ndarray]):
+    """Stress of the trained table (learned, mds) or bias (t5) against every ``D`` variant."""
+    import posjax.geometry as geo
+
+    from experiments._stress_geometry import trained_stress
+
+    if pe not in ("learned", "mds", "t5") or not D_variants:
+        return None
+    module = model.transformer.pe
+    off = prep.model_offset
+    n = min(next(iter(D_variants.values())).shape[0], module_len(model) - off)
+    Ds = {k: D[:n, :n] for k, D in D_variants.items()}
+    with jax.enable_x64(True):
+        if pe == "learned":
+            table = np.asarray(module.embedding[...], np.float64)[off:off + n]
+            return trained_stress(Ds, table=table)
+        if pe == "mds":
+            table = np.asarray(module.full_table(), np.float64)[off:off + n]
+            return trained_stress(Ds, table=table)
+        if pe == "t5":
+            E = np.asarray(geo.encoding_distances("t5", module_len(model), module=module),
+                           np.float64)[off:off + n, off:off + n]
+            return trained_stress(Ds, distances=E)
+
+
+def module_len(model) -> int:
+    return int(model.transformer.config.max_len)
+
+
+def train_cell(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray | None,
+               D_variants: dict[str, np.ndarray], out_dir: str) -> dict[str, Any]:
+    """Train one (PE, seed) encoder and return its E4 row (JSON-ready).
+
+    With ``cfg.checkpoint_every > 0`` the run checkpoints under
+    ``out_dir/train/<pe>-seed<seed>`` and resumes from there after an interrupt.
+    """
+    from posjax.training import (ArrayBatches, TrainConfig, classification_loss,
+                                 evaluate_classifier, train)
+
+    model, config = build_model(cfg, prep, pe, seed, mds_coords)
+    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, optimizer="adamw",
+                       learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                       schedule="cosine", warmup_fraction=cfg.warmup_fraction, seed=seed,
+                       log_every=max(1, min(100, cfg.steps)),
+                       checkpoint_every=cfg.checkpoint_every, progress=cfg.progress)
+    run_dir = (os.path.join(out_dir, "train", f"{pe}-seed{seed}")
+               if cfg.checkpoint_every > 0 else None)
+    t0 = time.perf_counter()
+    result = train(model, classification_loss, ArrayBatches(prep.train, cfg.batch_size, seed=seed),
+                   tcfg, out_dir=run_dir, desc=f"{pe} s{seed}",
+                   run_config={"model": config.to_dict(), "pe": pe, "pooling": cfg.pooling,
+                               "dataset": cfg.dataset})
+    test = evaluate_classifier(model, prep.test)
+    row = {"pe": pe, "seed": seed, "test_accuracy": test["accuracy"], "test_loss": test["loss"],
+           "train_metrics": result.metrics, "pe_params": pe_param_count(model),
+           "seconds": time.perf_counter() - t0, "resumed_from": result.resumed_from,
+           "model": config.to_dict(), "mds_stop_gap": pe == "mds"}
+    if pe == "mds":
+        row["mds_rank"] = int(model.transformer.pe.rank)
+    try:
+        row["trained_stress"] = _trained_geometry(model, pe, prep, D_variants)
+    except ValueError as e:  # a PE whose geometry cannot be read is reported, not fatal
+        row["trained_stress"] = None
+        row["trained_stress_error"] = str(e)
+    return row

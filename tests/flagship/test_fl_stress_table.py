@@ -1,0 +1,193 @@
+"""End-to-end tests of experiments.stress_table (arXiv 2604.05217 flagship) at toy sizes."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `experiments`
+
+from experiments import _stress_geometry, _stress_train
+from experiments import stress_table as st
+from experiments._stress_data import bayes_accuracy, shift_task
+from experiments._stress_train import mds_model_coords
+
+TINY = dict(num_positions=12, vocab_size=40, samples_per_position=400, train_examples=64,
+            test_examples=32, batch_size=16, steps=3, d_model=8, num_heads=2, num_layers=1,
+            d_ff=16, seeds=1, encodings=("learned",), sens_positions=12, sens_vocab=40,
+            sens_samples=(None, 400), sens_repeats=1, smacof_max_iter=20)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("stress"))
+    cfg = st.make_config("synthetic", quick=True, **TINY)
+    res = st.run(cfg, out, log=lambda *_: None)
+    return cfg, out, res
+
+
+def test_results_json_has_every_table_and_option(tiny_run):
+    cfg, out, res = tiny_run
+    with open(os.path.join(out, "results.json")) as f:
+        saved = json.load(f)
+    for key in ("interpretation", "options", "versions", "E1", "E2", "E3", "E4", "sensitivity",
+                "claims", "geometry", "timing_s"):
+        assert key in saved, key
+    it = saved["interpretation"]
+    for key in ("metric", "stress_scale", "special_tokens", "rank_rule", "N_i", "pad_mode"):
+        assert key in it, key
+    assert it["N_i"] == {"min": 400.0, "median": 400.0, "max": 400.0}
+    assert set(saved["E1"]) == {"plugin", "split_half", "exact"}
+    rows = saved["E1"]["plugin"]
+    for key in ("mds_full", "mds_low", "mds_smacof", "learned", "sinusoidal", "rope", "alibi",
+                "nope"):
+        assert {"raw", "optimal"} <= set(rows[key]), key
+    assert rows["nope"]["raw"] == 1.0 and rows["nope"]["optimal"] == 1.0
+    assert len(saved["E2"]["plugin"]["top_normalized"]) == 10
+    assert saved["E4"]["summary"]["learned"]["seeds"] == 1
+    assert os.path.exists(os.path.join(out, "report.md"))
+    for name in ("hellinger_heatmap", "mds_2d", "spectrum", "stress_bars", "accuracy_vs_params"):
+        assert os.path.getsize(os.path.join(out, f"{name}.png")) > 1000
+
+
+def test_full_rank_mds_stress_is_zero(tiny_run):
+    _, _, res = tiny_run
+    for variant in ("plugin", "exact"):  # Euclidean chord matrices
+        assert res["E1"][variant]["mds_full"]["raw"] < 1e-6
+    # the plug-in noise floor makes B full rank: r_tau = n - 1
+    assert res["E1"]["plugin"]["mds_full"]["rank"] == 11
+    # SMACOF from the r_eps configuration never increases raw stress
+    assert res["E1"]["plugin"]["mds_smacof"]["raw"] <= res["E1"]["plugin"]["mds_low"]["raw"] + 1e-12
+
+
+def test_resume_skips_finished_cells(tiny_run, monkeypatch):
+    cfg, out, res = tiny_run
+
+    def boom(*a, **k):
+        raise AssertionError("a finished cell was recomputed")
+
+    monkeypatch.setattr(st, "train_cell", boom)
+    monkeypatch.setattr(_stress_geometry, "sensitivity_cell", boom)
+    again = st.run(cfg, out, log=lambda *_: None)
+    assert again["E4"]["rows"] == res["E4"]["rows"]
+    assert again["sensitivity"]["rows"] == res["sensitivity"]["rows"]
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        st.run_cli(st.main, ["--dataset", "mnist", "--out", str(tmp_path)])
+    assert "unknown dataset 'mnist'" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(SystemExit) as e:
+        st.run_cli(st.main, ["--dataset", "synthetic", "--set", "no_such=1",
+                             "--out", str(tmp_path)])
+    assert "unknown option" in str(e.value)
+    with pytest.raises(SystemExit) as e:
+        st.run_cli(st.main, ["--dataset", "sst2", "--data-dir", str(tmp_path / "missing"),
+                             "--out", str(tmp_path)])
+    assert "does not exist" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_shift_task_is_bag_invariant_and_bayes_separable():
+    rng = np.random.default_rng(0)
+    n, V = 8, 30
+    P = rng.dirichlet(np.full(V, 0.1), size=n)
+    data = shift_task(P, 4000, 2, seed=0)
+    assert data["tokens"].shape == (4000, n) and data["labels"].sum() == 2000
+    # class-1 rows use P[(i + 2) % n]: same multiset of distributions, so equal token frequencies
+    f0 = np.bincount(data["tokens"][data["labels"] == 0].ravel(), minlength=V) / (2000 * n)
+    f1 = np.bincount(data["tokens"][data["labels"] == 1].ravel(), minlength=V) / (2000 * n)
+    assert np.abs(f0 - f1).max() < 0.02
+    assert bayes_accuracy(P, data, 2) > 0.95
+    with pytest.raises(ValueError, match="shift"):
+        shift_task(P, 10, n, seed=0)
+
+
+def test_mds_coords_follow_model_positions():
+    coords = np.arange(6, dtype=float).reshape(3, 2)
+    table = mds_model_coords(coords, 5, offset=1, scale=2.0)
+    np.testing.assert_allclose(table[:, 0], [0, 0, 4, 8, 8])  # [CLS] and tail: nearest rows
+
+
+def test_mds_encoding_installed_in_model():
+    cfg = st.make_config("synthetic", quick=True, **TINY)
+
+    class Prep:
+        vocab_size, num_classes, model_offset = 40, 2, 0
+        train = {"tokens": np.zeros((4, 12), np.int32)}
+
+    model, _ = _stress_train.build_model(cfg, Prep, "mds", 0, np.ones((12, 3)))
+    pe = model.transformer.pe
+    assert pe.hook == "embed" and pe.rank == 3
+    assert _stress_train.pe_param_count(model) == 3 * (12 + 8)
+
+
+def _write_sst2(root, n_train=120, n_eval=40, seed=0):
+    """A tiny SST-2-shaped corpus: the label is carried by one sentiment word."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    words = {1: ["good", "great", "superb"], 0: ["bad", "awful", "dull"]}
+    filler = ["the", "movie", "was", "a", "plot", "and", "it", "really", "story"]
+
+    def make(m):
+        labels = rng.integers(0, 2, m)
+        texts = []
+        for y in labels:
+            w = list(rng.choice(filler, rng.integers(2, 10)))
+            w.insert(int(rng.integers(0, len(w))), str(rng.choice(words[int(y)])))
+            texts.append(" ".join(w))
+        return texts, labels.tolist()
+
+    t, y = make(n_train)
+    pq.write_table(pa.table({"sentence": t, "label": y}), str(root / "train.parquet"))
+    t, y = make(n_eval)
+    with open(root / "validation.jsonl", "w") as f:
+        f.writelines(json.dumps({"text": a, "label": b}) + "\n" for a, b in zip(t, y))
+
+
+@pytest.mark.parametrize("keep_special", [True, False])
+def test_prepare_text_from_local_files(tmp_path, monkeypatch, keep_special):
+    from experiments._stress_data import prepare
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    _write_sst2(tmp_path)
+    cfg = st.make_config("sst2", quick=True, data_dir=str(tmp_path), tokenizer_vocab=60,
+                         max_len=16, num_positions=16, train_examples=50,
+                         keep_special=keep_special)
+    prep = prepare(cfg, str(tmp_path / "out"))
+    assert prep.train["tokens"].shape == (50, 16) and prep.test["tokens"].shape == (40, 16)
+    assert prep.train["padding_mask"].dtype == bool
+    assert (prep.train["tokens"][:, 0] == 2).all()  # model inputs always start with [CLS]
+    assert ((prep.geo_tokens[:, 0] == 2).all()) == keep_special
+    assert prep.model_offset == (0 if keep_special else 1)
+    assert prep.geo_tokens.shape == (120, 16) and prep.pad_id == 0
+    assert prep.info["source"]["train"].endswith("train.parquet")
+    assert prep.info["eval_split"] == "validation"
+    assert len(list((tmp_path / "out" / "tokenizer").glob("sst2-v60-*.json"))) == 1
+
+
+@pytest.mark.slow
+def test_sst2_end_to_end_from_local_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    _write_sst2(tmp_path)
+    tiny = {k: v for k, v in TINY.items() if k not in ("num_positions", "vocab_size",
+                                                       "samples_per_position")}
+    cfg = st.make_config("sst2", quick=True, data_dir=str(tmp_path), tokenizer_vocab=60,
+                         max_len=16, num_positions=16, **{**tiny, "encodings": ("learned", "mds")})
+    res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
+    assert set(res["E1"]) == {"plugin", "split_half"}
+    assert res["E1"]["plugin"]["mds_full"]["raw"] < 1e-6
+    assert res["interpretation"]["N_i"]["max"] == 120
+    assert {r["pe"] for r in res["E4"]["rows"]} == {"learned", "mds"}
+
+
+def test_adding_seeds_or_encodings_keeps_finished_cells():
+    import dataclasses
+
+    cfg = st.make_config("synthetic", quick=True, **TINY)
+    more = dataclasses.replace(cfg, seeds=5, encodings=("rope", "learned"), progress=True)
+    assert st._salt(more) == st._salt(cfg)
+    assert st._salt(dataclasses.replace(cfg, steps=4)) != st._salt(cfg)
