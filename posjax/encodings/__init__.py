@@ -14,6 +14,8 @@ from posjax.encodings.learned import Learned, init_table
 from posjax.encodings.rope import RoPE, apply_rope, rope_frequencies, rotary_dim, rotate_pairs
 from posjax.encodings.alibi import Alibi, alibi_bias, alibi_slopes
 from posjax.encodings.t5 import T5Bias, t5_bucket
+from posjax.encodings.grid2d import Rope2DAxial, RandomFixed, Sinusoidal2D  # noqa: F401
+from posjax.encodings.paper_a import MLA, RoPEPlusAbs  # arXiv 2505.13027 variants
 
 __all__ = [
     "PEContext", "PEInfo", "PositionalEncoding", "batch_positions", "build_options",
@@ -22,3 +24,37 @@ __all__ = [
     "sinusoidal", "sinusoidal_at", "sinusoidal_frequencies", "init_table", "apply_rope",
     "rope_frequencies", "rotary_dim", "rotate_pairs", "alibi_bias", "alibi_slopes", "t5_bucket",
 ]
+
+# PE catalogue (issue 8): one module per family.
+from posjax.encodings.xpos import XPos, xpos_zeta
+from posjax.encodings.kerple import KerpleLog, KerplePower, kerple_log_bias, kerple_power_bias
+from posjax.encodings.fire import Fire, fire_inputs
+from posjax.encodings.cape import Cape, cape_positions
+from posjax.encodings.cpe import Cpe, depthwise_conv1d, depthwise_conv2d
+from posjax.encodings.tupe import Tupe, tupe_position_logits
+from posjax.encodings.lape import Lape
+from posjax.encodings.complex_pe import ComplexPE, complex_embedding
+from posjax.encodings.hope import HoPE, hope_frequencies
+from posjax.encodings.pope import Pope, legendre, pope_table
+from posjax.encodings.gridpe import GridPE, apply_gridpe, grid_wave_vectors, simplex_directions
+from posjax.encodings.hype import Hype, hype_augment, hype_bias
+from posjax.encodings.positional_attention import PositionalAttention
+from posjax.encodings.rope_scaling import (RoPELinear, RoPELlama3, RoPENTK, RoPEYarn, ntk_base,
+                                           ramp_frequencies, yarn_attention_factor)
+from posjax.encodings.learned_interpolated import LearnedInterpolated, interpolate_rows
+
+__all__ += [
+    "XPos", "KerpleLog", "KerplePower", "Fire", "Cape", "Cpe", "Tupe", "Lape", "ComplexPE", "HoPE",
+    "Pope", "GridPE", "Hype", "PositionalAttention", "RoPELinear", "RoPENTK", "RoPEYarn",
+    "RoPELlama3", "LearnedInterpolated",
+    "xpos_zeta", "kerple_log_bias", "kerple_power_bias", "fire_inputs", "cape_positions",
+    "depthwise_conv1d", "depthwise_conv2d", "tupe_position_logits", "complex_embedding",
+    "hope_frequencies", "legendre", "pope_table", "apply_gridpe", "grid_wave_vectors",
+    "simplex_directions", "hype_augment", "hype_bias", "ntk_base", "ramp_frequencies",
+    "yarn_attention_factor", "interpolate_rows",
+]
+
+# The MDS encoding of arXiv 2604.05217 (its module lives in posjax.geometry).
+from posjax.encodings.mds import MDSPEOptions, RegisteredMDS
+
+__all__ += ["MDSPEOptions", "RegisteredMDS"]

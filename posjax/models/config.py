@@ -9,6 +9,29 @@ import jax.numpy as jnp
 ACTIVATIONS = ("gelu", "relu", "silu")
 
 
+def _freeze(value: Any) -> Any:
+    """A hashable stand-in for an option value (lists/arrays become tuples)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _freeze(value.tolist())
+    return value
+
+
+class PEOptions(dict):
+    """Read-only, hashable dict of PE options (so configs and model graphs can be cache keys)."""
+
+    def __hash__(self):
+        return hash(_freeze(dict(self)))
+
+    def _readonly(self, *args, **kwargs):
+        raise TypeError("pe_options is read-only; use config.replace(pe_options={...})")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _readonly
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
     """Configuration of :class:`posjax.models.Transformer`.
@@ -77,7 +100,7 @@ class TransformerConfig:
             raise ValueError(f"attention_impl must be None, 'xla' or 'cudnn', got {self.attention_impl!r}")
         if self.kv_source not in ("residual", "embeddings"):
             raise ValueError(f"kv_source must be 'residual' or 'embeddings', got {self.kv_source!r}")
-        object.__setattr__(self, "pe_options", dict(self.pe_options))
+        object.__setattr__(self, "pe_options", PEOptions(self.pe_options))
 
     @property
     def head_dim(self) -> int:

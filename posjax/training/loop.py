@@ -84,15 +84,15 @@ def _check_run_config(out_dir: str, record: dict[str, Any]) -> None:
             json.dump(record, f, indent=2, sort_keys=True)
 
 
-def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
-    """The jitted step ``(params, rest, opt_state, batch, step) -> (params, opt_state, loss,
-    metrics, finite)``. A non-finite loss or gradient leaves params and optimiser state unchanged,
-    so the state in memory is always the last good one."""
-    base = jax.random.key(seed)
+def _step_function(graphdef, loss_fn: LossFn, tx):
+    """The jitted step ``(params, rest, opt_state, batch, step, base_key) -> (params, opt_state,
+    loss, metrics, finite)``. The dropout key of a step is ``fold_in(base_key, step)``. A non-finite
+    loss or gradient leaves params and optimiser state unchanged, so the state in memory is always
+    the last good one."""
 
     @jax.jit
-    def step_fn(params, rest, opt_state, batch, step):
-        key = jax.random.fold_in(base, step)
+    def step_fn(params, rest, opt_state, batch, step, base_key):
+        key = jax.random.fold_in(base_key, step)
 
         def objective(p):
             return loss_fn(nnx.merge(graphdef, p, rest), batch, key)
@@ -108,9 +108,38 @@ def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
     return step_fn
 
 
+def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
+    """The jitted step ``(params, rest, opt_state, batch, step) -> (params, opt_state, loss,
+    metrics, finite)`` with dropout keys ``fold_in(key(seed), step)`` (see :func:`_step_function`)."""
+    step_fn, base = _step_function(graphdef, loss_fn, tx), jax.random.key(seed)
+    return lambda params, rest, opt_state, batch, step: step_fn(params, rest, opt_state, batch,
+                                                                step, base)
+
+
+# Compiled steps shared by train() calls with the same model structure, loss and optimiser
+# settings (e.g. several seeds of one cell), so each combination is traced and compiled once.
+_STEP_CACHE: dict[Any, Any] = {}
+
+
+def _cached_step(graphdef, loss_fn: LossFn, config: TrainConfig):
+    optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
+                                keep_checkpoints=1, progress=False)
+    try:
+        key = (graphdef, loss_fn, optim)
+        hash(key)
+    except TypeError:  # an unhashable static attribute somewhere in the model: no sharing
+        return _step_function(graphdef, loss_fn, make_optimizer(config))
+    if key not in _STEP_CACHE:
+        if len(_STEP_CACHE) >= 64:
+            _STEP_CACHE.pop(next(iter(_STEP_CACHE)))
+        _STEP_CACHE[key] = _step_function(graphdef, loss_fn, make_optimizer(optim))
+    return _STEP_CACHE[key]
+
+
 def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], config: TrainConfig,
           *, out_dir: str | None = None, eval_fn: Callable[[nnx.Module], Mapping[str, float]] | None = None,
-          run_config: Mapping[str, Any] | None = None, desc: str = "train") -> TrainResult:
+          run_config: Mapping[str, Any] | None = None, desc: str = "train",
+          mesh: jax.sharding.Mesh | None = None) -> TrainResult:
     """Train ``model`` in place.
 
     Args:
@@ -125,6 +154,11 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
       eval_fn: ``model -> metrics`` run every ``eval_every`` steps and at the end.
       run_config: extra configuration recorded in ``config.json`` (model config, data options).
       desc: progress-bar label.
+      mesh: optional ``("data", "model")`` mesh (:func:`posjax.distributed.make_mesh`): the
+        state is placed with :func:`posjax.distributed.place_state` (replicated, or split
+        tensor-parallel over ``"model"``) and every batch is split over ``"data"`` by
+        :func:`posjax.distributed.shard_batch` (``batches(step)`` returns the global batch).
+        None (default): the default device, unchanged behaviour.
 
     Returns:
       A :class:`TrainResult`. On SIGTERM/Ctrl-C a checkpoint is saved and KeyboardInterrupt is
@@ -136,7 +170,8 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
     schedule = make_schedule(config)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
-    step_fn = make_train_step(graphdef, loss_fn, tx, config.seed)
+    step_fn = _cached_step(graphdef, loss_fn, config)
+    base_key = jax.random.key(config.seed)
 
     ckpt, start, resumed, log = None, 0, None, None
     if out_dir is not None:
@@ -148,6 +183,9 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
             start, (params, opt_state) = ckpt.restore((params, opt_state))
             resumed = start
         log = open(os.path.join(out_dir, "metrics.jsonl"), "a")
+    if mesh is not None:
+        from posjax.distributed.training import place_state, shard_batch
+        params, opt_state, rest = place_state(mesh, params, opt_state, rest)
 
     def write(row: dict[str, Any]) -> None:
         if log is not None:
@@ -195,9 +233,10 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
     try:
         with _sigterm_as_interrupt():
             while step < config.steps:
-                batch = jax.tree.map(jnp.asarray, batches(step))
+                batch = (jax.tree.map(jnp.asarray, batches(step)) if mesh is None
+                         else shard_batch(batches(step), mesh))
                 params, opt_state, loss, metrics, finite = step_fn(
-                    params, rest, opt_state, batch, jnp.asarray(step, jnp.int32))
+                    params, rest, opt_state, batch, jnp.asarray(step, jnp.int32), base_key)
                 pending.append((step, loss, metrics, finite))
                 step += 1
                 bar.update(1)

@@ -8,7 +8,7 @@ from flax import nnx
 import posjax.encodings as pe
 from posjax.models import Classifier, LanguageModel, Transformer, TransformerConfig
 
-BASE = dict(vocab_size=40, num_layers=2, d_model=32, num_heads=4, d_ff=64, max_len=24)
+BASE = dict(vocab_size=40, num_layers=2, d_model=32, num_heads=4, d_ff=64, max_len=16)  # square max_len: 2-D PEs infer a 4x4 grid
 
 
 def _tokens(batch=3, length=12, seed=1):
@@ -69,10 +69,10 @@ def test_absolute_encoder_is_not_shift_invariant():
 def test_too_long_input_for_table_pe_raises_and_relative_pe_accepts_any_length():
     t = _tokens(length=BASE["max_len"] + 6)
     learned = Transformer(TransformerConfig(pe="learned", **BASE), rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match=r"sequence length 30 exceeds the 24 positions.*'learned'"):
+    with pytest.raises(ValueError, match=r"sequence length 22 exceeds the 16 positions.*'learned'"):
         learned(t)
     rope = Transformer(TransformerConfig(pe="rope", **BASE), rngs=nnx.Rngs(0))
-    assert rope(t).shape == (3, 30, 32)
+    assert rope(t).shape == (3, 22, 32)
 
 
 def test_attention_weights_masks_and_head_mask():
