@@ -1,10 +1,9 @@
 """E4 of the stress experiment: train an encoder classifier with each PE and measure test
 accuracy, PE parameter count and the stress of the trained positional geometry.
 
-The MDS PE is :class:`posjax.geometry.MDSEncoding` (low-rank factors ``A W^T``, initialised from
-the rank-``r`` MDS coordinates, Algorithm 1 of arXiv 2604.05217). Until ``pe="mds"`` is in the
-encoding registry it is installed in place of the model's (parameter-free) NoPE module: a
-stop-gap that builds exactly the same computation.
+The MDS PE is the registered ``pe="mds"`` (:class:`posjax.geometry.MDSEncoding`: low-rank
+factors ``A W^T``, initialised from the rank-``r`` MDS coordinates, Algorithm 1 of
+arXiv 2604.05217), built through ``TransformerConfig(pe="mds", pe_options={"coords": ...})``.
 """
 from __future__ import annotations
 
@@ -19,14 +18,14 @@ from flax import nnx
 E4_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "mds")
 
 
-def model_config(cfg: Any, prep: Any, pe: str):
+def model_config(cfg: Any, prep: Any, pe: str, pe_options: dict | None = None):
     """The :class:`TransformerConfig` of the E4 encoder for ``pe``."""
     from posjax.models import TransformerConfig
 
     return TransformerConfig(
         vocab_size=prep.vocab_size, num_layers=cfg.num_layers, d_model=cfg.d_model,
         num_heads=cfg.num_heads, d_ff=cfg.d_ff, max_len=prep.train["tokens"].shape[1],
-        pe="none" if pe == "mds" else pe, causal=False, pre_norm=True, dropout=cfg.dropout)
+        pe=pe, pe_options=pe_options or {}, causal=False, pre_norm=True, dropout=cfg.dropout)
 
 
 def mds_model_coords(coords: np.ndarray, max_len: int, offset: int, scale: float) -> np.ndarray:
@@ -40,20 +39,20 @@ def mds_model_coords(coords: np.ndarray, max_len: int, offset: int, scale: float
 
 
 def build_model(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray | None):
-    """A :class:`posjax.models.Classifier` with the PE ``pe`` (and the MDS stop-gap)."""
-    from posjax.geometry.mds_encoding import MDSEncoding
+    """A :class:`posjax.models.Classifier` with the PE ``pe``."""
     from posjax.models import Classifier
 
-    config = model_config(cfg, prep, pe)
-    model = Classifier(config, prep.num_classes, pooling=cfg.pooling, rngs=nnx.Rngs(seed))
+    options = None
     if pe == "mds":
         if mds_coords is None:
             raise ValueError("the MDS PE needs MDS coordinates")
-        table = mds_model_coords(mds_coords, config.max_len, prep.model_offset, cfg.mds_scale)
+        max_len = prep.train["tokens"].shape[1]
+        table = mds_model_coords(mds_coords, max_len, prep.model_offset, cfg.mds_scale)
         rank = min(table.shape[1], cfg.d_model, cfg.mds_max_rank or table.shape[1])
-        model.transformer.pes = nnx.List([MDSEncoding(
-            config.max_len, cfg.d_model, coords=table, rank=rank, trainable=cfg.mds_trainable,
-            lift=cfg.mds_lift, rngs=nnx.Rngs(seed + 1))])
+        options = {"coords": table, "rank": rank, "trainable": cfg.mds_trainable,
+                   "lift": cfg.mds_lift}
+    config = model_config(cfg, prep, pe, options)
+    model = Classifier(config, prep.num_classes, pooling=cfg.pooling, rngs=nnx.Rngs(seed))
     return model, config
 
 
@@ -119,7 +118,8 @@ def train_cell(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray |
     row = {"pe": pe, "seed": seed, "test_accuracy": test["accuracy"], "test_loss": test["loss"],
            "train_metrics": result.metrics, "pe_params": pe_param_count(model),
            "seconds": time.perf_counter() - t0, "resumed_from": result.resumed_from,
-           "model": config.to_dict(), "mds_stop_gap": pe == "mds"}
+           "model": {k: v for k, v in config.to_dict().items() if k != "pe_options"},
+           "pe_options": {k: v for k, v in config.pe_options.items() if k != "coords"}}
     if pe == "mds":
         row["mds_rank"] = int(model.transformer.pe.rank)
     try:

@@ -267,7 +267,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                        "scale": cfg.mds_scale, "trainable": cfg.mds_trainable,
                        "lift": cfg.mds_lift, "max_rank": cfg.mds_max_rank,
                        "rank_cap": "min(r_eps, d_model, mds_max_rank)", "fill": "nearest",
-                       "registry": "stop-gap (MDSEncoding installed in place of NoPE)"},
+                       "registry": "pe='mds' (posjax.encodings.mds)"},
             "erank_on": "eig_B", "neg_eig": "clip",
         },
         "options": cfg.record(), "versions": versions(), "data": prep.info,
