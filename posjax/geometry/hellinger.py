@@ -9,7 +9,7 @@ Three metrics (spec geometry.md §3), with ``BC_ij = sum_w sqrt(P_iw P_jw)``:
   ``"fisher_rao"``: the Fisher-Rao geodesic ``2 arccos(BC)`` (Amari), range ``[0, pi]``. Both are
   computed as ``2 * fr_scale * arcsin(chord / 2)``, which is stable near ``BC = 1``.
 
-The squared chord comes from one GEMM, ``D^2 = g_i + g_j - 2 G`` with ``G = sqrt(P) sqrt(P)^T``
+The squared chord comes from a GEMM, ``D^2 = g_i + g_j - 2 G`` with ``G = sqrt(P) sqrt(P)^T``
 and ``g = diag(G)`` (``= 1`` for normalised rows). Pairs with ``D^2 < exact_tol`` are recomputed
 in the difference form ``sum_w (S_iw - S_jw)^2`` (spec §3.2), which removes the float32
 cancellation error (about ``3e-4`` in ``D`` without the fix). The diagonal is exactly zero and the
@@ -53,7 +53,17 @@ def canonical_metric(metric: str) -> str:
 def chord_to_metric(D2: jax.Array, metric: str = "chord", fr_scale: float | None = None
                     ) -> jax.Array:
     """Convert squared chord distances to the requested metric (see module docstring)."""
-    metric = canonical_metric(metric)
+    return _chord_to_metric(D2, metric=canonical_metric(metric),
+                            fr_scale=None if fr_scale is None else float(fr_scale))
+
+
+@functools.partial(jax.jit, static_argnames=("metric", "fr_scale", "squared"))
+def _chord_to_metric(D2, *, metric, fr_scale, squared=False):
+    D = _metric_from_sq(D2, metric, fr_scale)
+    return jnp.square(D) if squared else D
+
+
+def _metric_from_sq(D2, metric, fr_scale):
     chord = jnp.sqrt(jnp.maximum(D2, 0))
     if metric == "chord":
         return chord
@@ -73,7 +83,7 @@ def _sq_from_gram(G: jax.Array, exact_tol: jax.Array) -> tuple[jax.Array, jax.Ar
     D2 = jnp.where(eye, 0.0, D2)
     upper = jnp.triu(jnp.ones(G.shape, bool), k=1)
     near = upper & (D2 < exact_tol)
-    return D2, near
+    return D2, near, jnp.sum(near)
 
 
 @functools.partial(jax.jit, static_argnames=("size",))
@@ -88,9 +98,9 @@ def _scatter_pairs(D2: jax.Array, I: jax.Array, J: jax.Array, vals: jax.Array) -
     return D2.at[J, I].set(vals, mode="drop")
 
 
-def _exact_fix(D2, near, source, *, max_row_nnz=None):
+def _exact_fix(D2, near, count, source, *, max_row_nnz=None):
     """Recompute flagged pairs in the difference form (host-driven, exact pair count)."""
-    count = int(jnp.sum(near))
+    count = int(count)
     if count == 0:
         return D2
     size = 1 << max(0, (count - 1).bit_length())  # pad to a power of two: few recompiles
@@ -146,7 +156,7 @@ def bhattacharyya_matrix(P_a: Any, P_b: Any | None = None, *, block_size: int | 
     P_a = jnp.asarray(P_a)
     P_b = P_a if symmetric else jnp.asarray(P_b)
     n, V = P_a.shape
-    block = _gram.auto_block(min(n, P_b.shape[0]), V, block_size)
+    block = _gram.auto_block(min(n, P_b.shape[0]), V, block_size, symmetric=symmetric)
     if block is None:
         return _gram.gram_dense(P_a, P_b)
     return _gram.gram_tiled(P_a, P_b, block=block, symmetric=symmetric)
@@ -169,9 +179,10 @@ def hellinger_matrix(P: Any, *, metric: str = "chord", fr_scale: float | None = 
       exact_tol: pairs with squared chord below this are recomputed in the difference form
         (spec §3.2); 0 disables the fix.
       normalize: rescale rows to sum one instead of requiring it.
-      block_size: rows per tile of the Gram product (None: automatic, one GEMM when
-        ``n * V <= 2^26``; 0: always one GEMM). At most two ``[block, V]`` tiles of
-        ``sqrt(P)`` exist at a time when tiled.
+      block_size: rows per tile of the Gram product (None: automatic: tiles of at most
+        ``2^24 / V`` rows, and at least four row blocks from ``n = 1024`` on so that only the
+        upper-triangular tiles are computed; small problems use one GEMM; 0: always one GEMM).
+        At most two ``[block, V]`` tiles of ``sqrt(P)`` exist at a time when tiled.
       debias: ``"none"`` or ``"split_half"`` (attenuation-corrected cross-half estimate; see
         :func:`split_half_hellinger`).
       halves: ``(P_a, P_b)`` for ``debias="split_half"``.
@@ -207,7 +218,7 @@ def hellinger_matrix(P: Any, *, metric: str = "chord", fr_scale: float | None = 
     else:
         G = bhattacharyya_matrix(P, block_size=block_size)
         source, fix_kw = P, {}
-    D2, near = _sq_from_gram(G, jnp.asarray(exact_tol, G.dtype))
+    D2, near, count = _sq_from_gram(G, jnp.asarray(exact_tol, G.dtype))
     del G
     if exact_tol > 0:
         if is_tracer(D2):
@@ -216,13 +227,13 @@ def hellinger_matrix(P: Any, *, metric: str = "chord", fr_scale: float | None = 
             vals = _gram.pair_sq_distances(source, I, J, **fix_kw).astype(D2.dtype)
             D2 = _scatter_pairs(D2, I, J, vals)
         else:
-            D2 = _exact_fix(D2, near, source, **fix_kw)
+            D2 = _exact_fix(D2, near, count, source, **fix_kw)
     return D2 if squared and metric == "chord" else _finish(D2, metric, fr_scale, squared)
 
 
 def _finish(D2, metric, fr_scale, squared):
-    D = chord_to_metric(D2, metric, fr_scale)
-    return jnp.square(D) if squared else D
+    return _chord_to_metric(D2, metric=metric, fr_scale=None if fr_scale is None else
+                            float(fr_scale), squared=squared)
 
 
 @jax.jit

@@ -36,15 +36,30 @@ def is_sparse(x: Any) -> bool:
 
 
 def to_bcoo(x: Any) -> jsparse.BCOO:
-    """Convert a scipy.sparse matrix (or a BCOO) to a 2-D BCOO with sorted, unique indices."""
+    """A 2-D BCOO with row-major sorted, unique indices from a scipy.sparse matrix or a BCOO.
+
+    The canonicalisation (duplicate summing, sorting) runs on the host with scipy, so no device
+    kernel has to be compiled for it; a BCOO already flagged sorted and unique passes through.
+    """
     if isinstance(x, jsparse.BCOO):
-        out = x
-    else:
-        out = jsparse.BCOO.from_scipy_sparse(x.tocoo())
-    if out.ndim != 2 or out.n_batch or out.n_dense:
-        raise ValueError(f"sparse input must be a plain 2-D matrix, got BCOO with shape {out.shape}, "
-                         f"n_batch={out.n_batch}, n_dense={out.n_dense}")
-    return out.sum_duplicates(remove_zeros=False)
+        if x.ndim != 2 or x.n_batch or x.n_dense:
+            raise ValueError(f"sparse input must be a plain 2-D matrix, got BCOO with shape "
+                             f"{x.shape}, n_batch={x.n_batch}, n_dense={x.n_dense}")
+        if x.indices_sorted and x.unique_indices:
+            return x
+        import scipy.sparse as sp  # noqa: PLC0415
+
+        idx = np.asarray(x.indices)
+        x = sp.coo_matrix((np.asarray(x.data), (idx[:, 0], idx[:, 1])), shape=x.shape)
+    if x.ndim != 2:
+        raise ValueError(f"sparse input must be 2-D, got shape {x.shape}")
+    csr = x.tocsr(copy=True)
+    csr.sum_duplicates()
+    csr.sort_indices()
+    rows = np.repeat(np.arange(csr.shape[0], dtype=np.int32), np.diff(csr.indptr))
+    indices = np.stack([rows, csr.indices.astype(np.int32)], axis=1)
+    return jsparse.BCOO((jnp.asarray(csr.data), jnp.asarray(indices)), shape=csr.shape,
+                        indices_sorted=True, unique_indices=True)
 
 
 def float_eps(dtype: Any) -> float:
@@ -62,16 +77,28 @@ def as_float_array(x: Any, name: str, *, ndim: int | None = None) -> jax.Array:
     return arr
 
 
+@jax.jit
+def _dense_prob_stats(P: jax.Array):
+    return jnp.sum(P, axis=-1), jnp.any(jnp.isnan(P)), jnp.any(P < 0)
+
+
 def _row_sums_and_stats(P: Any) -> tuple[np.ndarray, bool, bool, float]:
     """Row sums, any-NaN, any-negative and the dtype epsilon of a dense or sparse P."""
     if isinstance(P, jsparse.BCOO):
-        data = P.data
-        rows = P.indices[:, 0]
-        sums = jax.ops.segment_sum(data, rows, num_segments=P.shape[0])
-        return (np.asarray(sums), bool(jnp.isnan(data).any()), bool((data < 0).any()),
-                float_eps(data.dtype))
-    sums = jnp.sum(P, axis=-1)
-    return (np.asarray(sums), bool(jnp.isnan(P).any()), bool((P < 0).any()), float_eps(P.dtype))
+        data = np.asarray(P.data)
+        sums = np.bincount(np.asarray(P.indices[:, 0]), weights=data, minlength=P.shape[0])
+        return sums, bool(np.isnan(data).any()), bool((data < 0).any()), float_eps(data.dtype)
+    sums, nan, neg = jax.device_get(_dense_prob_stats(P))
+    return np.asarray(sums), bool(nan), bool(neg), float_eps(P.dtype)
+
+
+@jax.jit
+def _matrix_stats(M: jax.Array):
+    """(all finite, max |M|, max |M - M^T|, any negative, max |diag|, max M) in one pass."""
+    finite = jnp.all(jnp.isfinite(M))
+    A = jnp.where(jnp.isfinite(M), M, 0)
+    return (finite, jnp.max(jnp.abs(A)), jnp.max(jnp.abs(A - A.T)), jnp.any(A < 0),
+            jnp.max(jnp.abs(jnp.diagonal(A))), jnp.max(A))
 
 
 def check_probabilities(P: Any, name: str = "P", *, normalize: bool = False,
@@ -107,7 +134,8 @@ def check_probabilities(P: Any, name: str = "P", *, normalize: bool = False,
     zero = np.flatnonzero(sums <= 0)
     if zero.size:
         raise ValueError(f"{name} has all-zero rows (positions {zero[:10].tolist()}"
-                         f"{'...' if zero.size > 10 else ''}); an empty position has no distribution")
+                         f"{'...' if zero.size > 10 else ''}); an empty position has no "
+                         "distribution")
     if normalize:
         if isinstance(P, jsparse.BCOO):
             scale = jnp.asarray(1.0 / sums, P.dtype)
@@ -124,20 +152,24 @@ def check_probabilities(P: Any, name: str = "P", *, normalize: bool = False,
     return P
 
 
-def check_square_symmetric(M: jax.Array, name: str, *, atol: float | None = None) -> None:
-    """Raise ValueError unless ``M`` is a finite, square, symmetric 2-D matrix."""
+def _square_symmetric_stats(M: jax.Array, name: str, atol: float | None):
     if M.ndim != 2 or M.shape[0] != M.shape[1]:
         raise ValueError(f"{name} must be a square [n, n] matrix, got shape {M.shape}")
-    if is_tracer(M):
-        return
-    if not bool(jnp.all(jnp.isfinite(M))):
+    if is_tracer(M) or M.size == 0:
+        return None
+    finite, scale, asym, neg, diag, mx = (v.item() for v in jax.device_get(_matrix_stats(M)))
+    if not finite:
         raise ValueError(f"{name} contains NaN or infinite entries")
-    scale = float(jnp.max(jnp.abs(M))) if M.size else 0.0
     tol = atol if atol is not None else 1e3 * float_eps(M.dtype) * max(scale, 1.0)
-    asym = float(jnp.max(jnp.abs(M - M.T))) if M.size else 0.0
     if asym > tol:
         raise ValueError(f"{name} is not symmetric: max |{name} - {name}^T| = {asym:.3g} "
                          f"(tolerance {tol:.1e})")
+    return neg, diag, mx, tol
+
+
+def check_square_symmetric(M: jax.Array, name: str, *, atol: float | None = None) -> None:
+    """Raise ValueError unless ``M`` is a finite, square, symmetric 2-D matrix."""
+    _square_symmetric_stats(M, name, atol)
 
 
 def check_distance_matrix(D: Any, name: str = "D", *, atol: float | None = None) -> jax.Array:
@@ -147,14 +179,12 @@ def check_distance_matrix(D: Any, name: str = "D", *, atol: float | None = None)
       ``D`` as a floating ``jax.Array``.
     """
     D = as_float_array(D, name)
-    check_square_symmetric(D, name, atol=atol)
-    if is_tracer(D):
+    stats = _square_symmetric_stats(D, name, atol)
+    if stats is None:
         return D
-    if bool(jnp.any(D < 0)):
+    neg, diag, _, tol = stats
+    if neg:
         raise ValueError(f"{name} has negative entries; distances must be >= 0")
-    scale = float(jnp.max(D)) if D.size else 0.0
-    tol = atol if atol is not None else 1e3 * float_eps(D.dtype) * max(scale, 1.0)
-    diag = float(jnp.max(jnp.abs(jnp.diagonal(D)))) if D.size else 0.0
     if diag > tol:
         raise ValueError(f"{name} has a non-zero diagonal (max |D_ii| = {diag:.3g}); a distance "
                          "matrix has D_ii = 0")
@@ -170,6 +200,11 @@ def check_coords(X: Any, n: int, name: str = "coords") -> jax.Array:
         raise ValueError(f"{name} must be [n, k], got shape {X.shape}")
     if X.shape[0] != n:
         raise ValueError(f"{name} has {X.shape[0]} rows but the distance matrix is {n} x {n}")
-    if not is_tracer(X) and not bool(jnp.all(jnp.isfinite(X))):
+    if not is_tracer(X) and not bool(_all_finite(X)):
         raise ValueError(f"{name} contains NaN or infinite entries")
     return X
+
+
+@jax.jit
+def _all_finite(X: jax.Array) -> jax.Array:
+    return jnp.all(jnp.isfinite(X))

@@ -1,0 +1,61 @@
+"""Geometry of positional encodings (G. Cirrincione, arXiv 2604.05217), in JAX.
+
+Pipeline (Algorithm 1): corpus -> positional distributions ``P`` -> Hellinger matrix ``D`` ->
+double-centred ``B`` -> classical MDS ``X_r`` -> low-rank encoding ``A W^T``; plus stress / strain /
+SMACOF to compare any positional encoding with ``D``, and spectral diagnostics.
+
+>>> import posjax.geometry as geo
+>>> P, N = geo.positional_distributions(tokens, vocab_size=30522, pad_id=0)
+>>> D = geo.hellinger_matrix(P)                       # chord metric, [n, n]
+>>> mds = geo.classical_mds(D, rank_rule=("energy", 1e-3))
+>>> geo.stress(D, coords=mds.coords)                  # normalised raw stress
+>>> E = geo.encoding_distances("sinusoidal", D.shape[0], dim=768)
+>>> geo.stress(D, distances=E, scale="optimal")
+
+This package is a facade: it only re-exports names from its modules. ``MDSEncoding`` (the
+NNX module) is imported lazily so that ``posjax.encodings`` can import it for its registry.
+"""
+from posjax.geometry.adapters import (alibi_mean_slope, dist_alibi, dist_bias, dist_learned,
+                                      dist_mds, dist_nope, dist_rope, dist_sinusoidal,
+                                      encoding_distances)
+from posjax.geometry.diagnostics import (dct_alignment, dct_modes, ramp_alignment,
+                                         shift_invariance_score, spectrum_report)
+from posjax.geometry.distributions import counts_summary, positional_distributions
+from posjax.geometry.eigensolvers import eigh_descending, top_eigh
+from posjax.geometry.hellinger import (METRICS, bhattacharyya_matrix, canonical_metric,
+                                       hellinger_matrix, split_half_hellinger)
+from posjax.geometry.lowrank import (break_even_rank, lift_matrix, lift_to_width,
+                                     low_rank_factors, param_count)
+from posjax.geometry.mds import (EuclideanCheck, MDSResult, center_gram, check_euclidean,
+                                 classical_mds, double_center, gram_from_sqrtP, negative_mass)
+from posjax.geometry.rank import effective_rank
+from posjax.geometry.smacof import guttman_transform, smacof
+from posjax.geometry.stress import optimal_scale, pairwise_distances, strain, stress
+
+__all__ = [
+    # distributions and distances
+    "positional_distributions", "counts_summary", "hellinger_matrix", "split_half_hellinger",
+    "bhattacharyya_matrix", "canonical_metric", "METRICS",
+    # MDS
+    "double_center", "center_gram", "gram_from_sqrtP", "check_euclidean", "classical_mds",
+    "MDSResult", "EuclideanCheck", "negative_mass", "eigh_descending", "top_eigh",
+    "effective_rank",
+    # stress
+    "stress", "optimal_scale", "strain", "smacof", "guttman_transform", "pairwise_distances",
+    # adapters
+    "encoding_distances", "dist_mds", "dist_learned", "dist_sinusoidal", "dist_rope",
+    "dist_alibi", "dist_bias", "dist_nope", "alibi_mean_slope",
+    # low rank
+    "low_rank_factors", "lift_to_width", "lift_matrix", "param_count", "break_even_rank",
+    "MDSEncoding", "MDSOptions",
+    # diagnostics
+    "spectrum_report", "dct_alignment", "dct_modes", "ramp_alignment", "shift_invariance_score",
+]
+
+
+def __getattr__(name: str):
+    if name in ("MDSEncoding", "MDSOptions"):
+        from posjax.geometry import mds_encoding  # noqa: PLC0415
+
+        return getattr(mds_encoding, name)
+    raise AttributeError(f"module 'posjax.geometry' has no attribute {name!r}")
