@@ -10,7 +10,7 @@ STAMP := $(VENV)/.synced
 
 $(STAMP): pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --inexact
 	@touch $(STAMP)
 
 env: $(STAMP)
