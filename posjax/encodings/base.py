@@ -12,6 +12,15 @@ The defaults are identities, so a model can call all three hooks on any PE and o
 PE overrides does something. ``hook`` names it, ``is_relative`` states whether the PE is
 shift-invariant (``b(i+s, j+s) = b(i, j)``), and ``max_positions`` is the table size of a
 table-based PE (``None`` when any position is accepted).
+
+Two structural hooks serve the PEs of kind ``"attention"`` and ``"module"`` (positional attention,
+LaPE, CPE); they too are identities by default, so every other PE is unaffected:
+
+* ``attention_input(h, positions, layer) -> (h_qk, h_v)`` -- the inputs of the q/k projections
+  and of the v projection of block ``layer`` (``h`` is the block's attention input, i.e. after
+  its pre-LayerNorm); default ``(h, h)``;
+* ``block_output(x, positions, layer, *, deterministic, rngs) -> x`` -- applied to the residual
+  stream after block ``layer``; default identity.
 """
 from __future__ import annotations
 
@@ -137,6 +146,20 @@ class PositionalEncoding(nnx.Module):
         """Logit-bias hook: ``[H, Tq, Tk]`` (or ``[B, H, Tq, Tk]``), or None for no bias."""
         del q_pos, k_pos
         return None
+
+    # --- structural hooks (kinds "attention" and "module"); identities by default -------------
+    def attention_input(self, h: jax.Array, positions: jax.Array, layer: int
+                        ) -> tuple[jax.Array, jax.Array]:
+        """Inputs ``(h_qk, h_v)`` of the q/k and v projections of block ``layer``; ``(h, h)`` by
+        default. ``h`` is ``[B, T, d]``, ``positions`` ``[B or 1, T]``."""
+        del positions, layer
+        return h, h
+
+    def block_output(self, x: jax.Array, positions: jax.Array, layer: int, *,
+                     deterministic: bool = True, rngs: nnx.Rngs | None = None) -> jax.Array:
+        """Residual stream ``x [B, T, d]`` after block ``layer``; identity by default."""
+        del positions, layer, deterministic, rngs
+        return x
 
     def table(self, positions: jax.Array) -> jax.Array:
         """The additive vectors ``[n, d]`` at ``positions`` (embed PEs only)."""

@@ -1,0 +1,143 @@
+"""Aggregation and report of ``experiments.length_generalization``: mean curves, accuracy at
+1x/2x/4x the training length, mean reciprocal rank, the NoPE verdict, curves and report.md."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from experiments.common import fmt_mean_std, markdown_table
+
+ROPE_SCALINGS = ("rope_linear", "rope_ntk", "rope_yarn", "rope_llama3")
+# The PEs of Kazemnejad et al. (APE = sinusoidal, plus learned) used for the NoPE comparison.
+REFERENCE_PES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
+
+
+def summarise(cells: dict[tuple[str, str, int], dict], cfg, seeds: int
+              ) -> dict[str, Any]:
+    """Per (task, PE): mean curve, accuracy at 1x/2x/4x L, in/out-of-distribution means; MRR."""
+    L = cfg.train_max_length
+    marks = [m for m in (1, 2, 4) if m <= cfg.test_factor]
+    summary: dict[str, Any] = {}
+    for task in cfg.tasks:
+        for pe in cfg.pes:
+            runs = [cells[(task, pe, s)] for s in range(seeds) if (task, pe, s) in cells]
+            if not runs:
+                continue
+            curves = np.array([[r["per_length"][str(l)] for l in range(1, cfg.test_factor * L + 1)]
+                               for r in runs])
+            entry = {"curve_mean": curves.mean(0).tolist(), "seeds": len(runs)}
+            for m in marks:
+                entry[f"acc_{m}x"] = curves[:, m * L - 1].tolist()
+            entry["id_mean"] = curves[:, :L].mean(1).tolist()
+            entry["ood_mean"] = curves[:, L:].mean(1).tolist()
+            summary.setdefault(task, {})[pe] = entry
+    mrr = {}
+    for task, per_pe in summary.items():
+        ood = {p: float(np.mean(e["ood_mean"])) for p, e in per_pe.items()}
+        for pe, v in ood.items():  # competition ranking: ties share the better rank
+            mrr.setdefault(pe, []).append(1.0 / (1 + sum(w > v for w in ood.values())))
+    return {"tasks": summary, "mrr_ood": {pe: float(np.mean(v)) for pe, v in mrr.items()},
+            "marks": marks}
+
+
+def nope_verdict(summary: dict[str, Any]) -> str:
+    """Does NoPE generalise best among the reference PEs (Kazemnejad et al.)?"""
+    lines = []
+    wins = 0
+    tasks = summary["tasks"]
+    for task, per_pe in tasks.items():
+        ref = {p: float(np.mean(per_pe[p]["ood_mean"])) for p in REFERENCE_PES if p in per_pe}
+        if "none" not in ref or len(ref) < 2:
+            continue
+        best = max(ref.values())
+        rank = 1 + sum(v > ref["none"] for v in ref.values())
+        wins += ref["none"] >= best
+        lines.append(f"- `{task}`: NoPE out-of-distribution accuracy {ref['none']:.3f}, rank "
+                     f"{rank} of {len(ref)} reference PEs (best {best:.3f}).")
+    n = len(lines)
+    if n == 0:
+        return "NoPE or the reference PEs were not run; no verdict."
+    top = max(float(np.mean(per_pe[p]["ood_mean"])) for per_pe in tasks.values()
+              for p in REFERENCE_PES if p in per_pe)
+    if top < 0.05:
+        verdict = ("is inconclusive (no reference PE reaches 5% exact match beyond the training "
+                   "length)")
+    else:
+        verdict = ("reproduces" if wins == n else "partly reproduces" if wins
+                   else "does not reproduce")
+    head = (f"Kazemnejad et al. (arXiv 2305.19466) find that NoPE generalises best in decoder-only "
+            f"models. Here NoPE is (tied) best among the reference PEs "
+            f"({', '.join(REFERENCE_PES)}) on {wins} of {n} task(s): the finding **{verdict}** "
+            "in this run.")
+    return head + "\n\n" + "\n".join(lines)
+
+
+def write_outputs(out: str, cfg, seeds: int, cells: dict, summary: dict,
+                  seconds: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    L = cfg.train_max_length
+    lengths = np.arange(1, cfg.test_factor * L + 1)
+    for task, per_pe in summary["tasks"].items():
+        fig, ax = plt.subplots(figsize=(8, 5))
+        colours = plt.cm.tab20(np.linspace(0, 1, 20))
+        for i, (pe, entry) in enumerate(per_pe.items()):
+            style = "--" if pe in ROPE_SCALINGS else ("-" if i < 20 else ":")
+            ax.plot(lengths, entry["curve_mean"], style, label=pe, lw=1.4, color=colours[i % 20])
+        ax.axvline(L + 0.5, color="k", lw=0.8, ls=":")
+        ax.set(xlabel="instance length l", ylabel="exact match", ylim=(-0.02, 1.02),
+               title=f"{task}: trained on l <= {L} ({cfg.mode} mode)")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, f"curves_{task}.png"), dpi=120)
+        plt.close(fig)
+
+    marks = summary["marks"]
+    headers = ["task", "PE"] + [f"acc@{m}xL" for m in marks] + ["ID mean", "OOD mean"]
+    rows = []
+    for task, per_pe in summary["tasks"].items():
+        for pe, e in per_pe.items():
+            rows.append([task, pe] + [fmt_mean_std(e[f"acc_{m}x"], 100) for m in marks]
+                        + [fmt_mean_std(e["id_mean"], 100), fmt_mean_std(e["ood_mean"], 100)])
+    table = markdown_table(headers, rows)
+    mrr = sorted(summary["mrr_ood"].items(), key=lambda kv: -kv[1])
+    mrr_table = markdown_table(["PE", "MRR (OOD mean accuracy, over tasks)"],
+                               [[p, round(v, 3)] for p, v in mrr])
+    checks = [c["greedy_check"] for c in cells.values() if c["greedy_check"]["n"]]
+    agree = sum(c["agree"] for c in checks)
+    total = sum(c["n"] for c in checks)
+    scaling = ("applied at test time to the trained RoPE model"
+               if cfg.rope_scaling_mode == "test_time" else "trained with their scaling")
+    report = f"""# Length generalisation ({cfg.mode} mode)
+
+Decoder-only causal pre-LN Transformers ({cfg.num_layers} layers, d={cfg.d_model},
+{cfg.num_heads} heads, d_ff={cfg.d_ff}) trained on instance lengths 1..{L} of
+{', '.join(cfg.tasks)} ({cfg.steps} AdamW steps, batch {cfg.batch_size}, lr {cfg.learning_rate},
+{cfg.n_train} training instances), tested on lengths 1..{cfg.test_factor * L}
+({cfg.per_length} instances per length), {seeds} seed(s). Metric: exact match of the
+whole target (greedy decoding; computed as teacher-forced argmax, which is identical; the greedy
+decoder agreed on {agree}/{total} cross-checked instances). Accuracies in %, mean ± std over
+seeds. Interpretation settings: learned tables cover the longest test sequence with unseen rows
+left at init (`unseen_rows={cfg.unseen_rows!r}`); RoPE scaling variants {scaling}
+(`rope_scaling_mode={cfg.rope_scaling_mode!r}`), s = test width / train width; HoPE cut-off
+`hope_train_length={cfg.hope_train_length!r}`; PoPE range = test width. Wall time {seconds:.0f} s.
+
+{table}
+
+Mean reciprocal rank of the PEs across tasks by out-of-distribution (l > {L}) mean accuracy:
+
+{mrr_table}
+
+## NoPE
+
+{nope_verdict(summary)}
+
+Curves: {', '.join(f'`curves_{t}.png`' for t in summary['tasks'])}.
+"""
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(report)

@@ -1,0 +1,404 @@
+"""Length generalisation: train decoders on short algorithmic instances, test on longer ones.
+
+Protocol (spec tasks.md §C.2, after Kazemnejad et al., "The Impact of Positional Encoding on
+Length Generalization in Transformers", arXiv 2305.19466): decoder-only, causal, pre-LN models
+(``TransformerConfig(causal=True)``, ``LanguageModel``) are trained on
+``<bos> input <sep> target <eos>`` with instance lengths l in [1, L] (loss on the target tokens and
+``<eos>`` only) and tested by exact match of the whole target for l in [1, 4L].
+
+    python -m experiments.length_generalization [--quick] [--out DIR] [--seeds N]
+                                                [--tasks copy,...] [--pes none,rope,...]
+
+Writes ``DIR/results.json`` (every option, interpretation, seed and version), ``DIR/report.md``,
+``DIR/curves_<task>.png`` and one resumable cell per (task, PE, seed) under ``DIR/cells``; the
+training checkpoints under ``DIR/train`` make an interrupted cell resume where it stopped.
+
+Evaluation: greedy decoding with exact match is computed as "every target token (and ``<eos>``)
+is the argmax given the gold prefix" in one causal forward pass -- identical to greedy exact match
+(if greedy reproduces the target, every step saw the gold prefix; conversely). A jitted,
+fixed-shape greedy decoder cross-checks this on a sample of every test length
+(``greedy_check_per_length``); the agreement is recorded.
+
+RoPE context-extension variants (``rope_linear``, ``rope_ntk``, ``rope_yarn``, ``rope_llama3``) are
+applied at test time to the trained RoPE model (``rope_scaling_mode="test_time"``, RoPE has no
+parameters), with s = test width / train width and the original length = train width.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from experiments._lg_report import (REFERENCE_PES, ROPE_SCALINGS,  # noqa: F401 (re-exported)
+                                    summarise, write_outputs)
+from experiments.common import CellStore, base_parser, run_cli, versions, write_json
+from posjax.data import algorithmic as alg
+
+DEFAULT_OUT = "runs/length_generalization"
+QUICK_PES = ("none", "learned", "sinusoidal", "rope", "alibi", "t5", "kerple_log", "kerple_power",
+             "fire", "xpos", "hope", "pope") + ROPE_SCALINGS
+FULL_PES = QUICK_PES + ("cape", "hype", "gridpe", "tupe", "cpe", "lape", "complex",
+                        "positional_attention")
+
+
+@dataclasses.dataclass(frozen=True)
+class LGConfig:
+    """Every setting of a run (recorded in results.json; [Interpretation] choices included).
+
+    Attributes:
+      tasks, pes: what to run.
+      train_max_length: L (instances of length 1..L in training).
+      test_factor: test lengths 1..test_factor * L.
+      n_train: training instances per (task, seed); per_length: test instances per length.
+      steps, batch_size, learning_rate, warmup_steps, weight_decay, grad_clip: AdamW + cosine.
+      num_layers, d_model, num_heads, d_ff: the decoder (pre-LN, causal, GELU).
+      eval_batch: sequences per evaluation forward pass.
+      greedy_check_per_length: instances per test length decoded greedily to cross-check the
+        teacher-forced exact match; ``greedy_check_pes`` limits the check to some PEs (None: all).
+      unseen_rows: learned tables cover the longest test sequence; rows never trained stay at
+        their init ("init", spec C.2; the only value supported here: interpolation needs the
+        instance length, which a padded fixed-width batch does not give).
+      rope_scaling_mode: "test_time" (scaling applied to the trained RoPE model at test time) or
+        "train_and_test" (each variant trained with its scaling).
+      hope_train_length: "train_width" (HoPE rotates pairs whose wavelength fits the training
+        sequence width) or "max_len" (the model's max_len, i.e. the test width).
+      pope_range: "test_width" (PoPE maps positions 0..max_len-1, max_len = test width, onto
+        [-1, 1]: training sees only the left part; the only value supported, since PoPE refuses
+        positions outside its range).
+      lape_base: additive PE wrapped by LaPE.
+      addition_digit_order, parity_scratchpad: task options.
+    """
+
+    tasks: tuple[str, ...] = ("copy", "reverse", "addition", "parity", "counting")
+    pes: tuple[str, ...] = FULL_PES
+    train_max_length: int = 20
+    test_factor: int = 4
+    n_train: int = 100_000
+    per_length: int = 1000
+    steps: int = 20_000
+    batch_size: int = 64
+    learning_rate: float = 3e-4
+    warmup_steps: int = 1000
+    weight_decay: float = 0.0
+    grad_clip: float | None = 1.0
+    num_layers: int = 6
+    d_model: int = 256
+    num_heads: int = 8
+    d_ff: int = 1024
+    eval_batch: int = 256
+    greedy_check_per_length: int = 2
+    greedy_check_pes: tuple[str, ...] | None = None
+    unseen_rows: str = "init"
+    rope_scaling_mode: str = "test_time"
+    hope_train_length: str = "train_width"
+    pope_range: str = "test_width"
+    lape_base: str = "learned"
+    addition_digit_order: str = "msb_first"
+    parity_scratchpad: str = "none"
+    eval_method: str = "teacher_forced_argmax (== greedy exact match; greedy cross-check)"
+    mode: str = "full"
+
+    def __post_init__(self):
+        choices = {"unseen_rows": ("init",), "rope_scaling_mode": ("test_time", "train_and_test"),
+                   "hope_train_length": ("train_width", "max_len"), "pope_range": ("test_width",)}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.train_max_length < 1 or self.test_factor < 1:
+            raise ValueError("train_max_length and test_factor must be >= 1")
+
+
+QUICK = dict(tasks=("copy",), pes=QUICK_PES, train_max_length=8, n_train=4000, per_length=32,
+             steps=500, batch_size=64, learning_rate=3e-3, warmup_steps=50, num_layers=2,
+             d_model=64, num_heads=4, d_ff=128, eval_batch=512, greedy_check_per_length=1,
+             greedy_check_pes=("none", "rope", "alibi"), mode="quick")
+PAPER_SIZE = dict(num_layers=12, d_model=768, num_heads=12, d_ff=3072)
+
+
+# --- widths, model, PE options ---------------------------------------------------------------
+def task_options(cfg: LGConfig) -> dict[str, Any]:
+    return {"digit_order": cfg.addition_digit_order, "scratchpad": cfg.parity_scratchpad}
+
+
+def widths(cfg: LGConfig, task: str) -> tuple[int, int]:
+    """Padded sequence widths (train, test)."""
+    sp = cfg.parity_scratchpad
+    return (alg.sequence_length(task, cfg.train_max_length, scratchpad=sp),
+            alg.sequence_length(task, cfg.test_factor * cfg.train_max_length, scratchpad=sp))
+
+
+def pe_options(pe: str, cfg: LGConfig, train_width: int, test_width: int) -> dict[str, Any]:
+    """The options each PE gets in this experiment (recorded per cell)."""
+    factor = test_width / train_width
+    if pe == "learned":
+        return {"num_positions": test_width}
+    if pe == "hope":
+        return {"train_length": train_width} if cfg.hope_train_length == "train_width" else {}
+    if pe == "lape":
+        return {"base_pe": cfg.lape_base}
+    if pe == "rope_linear":
+        return {"factor": factor}
+    if pe == "rope_ntk":
+        return {"factor": factor}
+    if pe in ("rope_yarn", "rope_llama3"):
+        return {"factor": factor, "original_max_len": train_width, "base": 10000.0}
+    return {}
+
+
+def model_config(cfg: LGConfig, pe: str, options: dict[str, Any], max_len: int):
+    from posjax.models import TransformerConfig
+
+    return TransformerConfig(vocab_size=alg.vocab_size(), num_layers=cfg.num_layers,
+                             d_model=cfg.d_model, num_heads=cfg.num_heads, d_ff=cfg.d_ff,
+                             max_len=max_len, pe=pe, pe_options=options, causal=True,
+                             pre_norm=True, dropout=0.0)
+
+
+# --- loss, evaluation, decoding --------------------------------------------------------------
+def lm_loss(model, batch, key):
+    """Next-token cross-entropy on the target tokens (``loss_mask``) only."""
+    tokens = batch["tokens"]
+    logits = model(tokens, deterministic=False, rngs=nnx.Rngs(dropout=key))[:, :-1]
+    targets, mask = tokens[:, 1:], batch["loss_mask"][:, 1:].astype(jnp.float32)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+    loss = (ce * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+    hits = (jnp.argmax(logits, -1) == targets).astype(jnp.float32) * mask
+    return loss, {"token_accuracy": hits.sum() / jnp.maximum(mask.sum(), 1.0)}
+
+
+def teacher_forced_exact(model, tokens: np.ndarray, loss_mask: np.ndarray, *,
+                         batch: int = 256) -> np.ndarray:
+    """Exact match per instance ``[n]``: every masked next token is the argmax (one pass)."""
+    graphdef, state = nnx.split(model)
+
+    @jax.jit
+    def run(state, tok, mask):
+        logits = nnx.merge(graphdef, state)(tok)[:, :-1]
+        ok = (jnp.argmax(logits, -1) == tok[:, 1:]) | ~mask[:, 1:]
+        return ok.all(-1)
+
+    return _batched(lambda t, m: run(state, t, m), tokens, loss_mask, batch)
+
+
+def _batched(fn, tokens: np.ndarray, mask: np.ndarray, batch: int) -> np.ndarray:
+    """Apply ``fn`` to fixed-size batches (the last one padded, so one compilation)."""
+    n = len(tokens)
+    batch = min(batch, n)
+    out = []
+    for start in range(0, n, batch):
+        t, m = tokens[start:start + batch], mask[start:start + batch]
+        short = batch - len(t)
+        if short:
+            t = np.concatenate([t, np.repeat(t[:1], short, 0)])
+            m = np.concatenate([m, np.repeat(m[:1], short, 0)])
+        out.append(np.asarray(fn(jnp.asarray(t), jnp.asarray(m)))[: batch - short])
+    return np.concatenate(out)
+
+
+def greedy_decode(model, tokens: np.ndarray, prefix_len: np.ndarray, steps: int) -> np.ndarray:
+    """Greedy decoding, jitted and fixed-shape: ``[n, steps]`` generated tokens.
+
+    The buffer ``tokens [n, W]`` is cut after each instance's prefix (``<bos> input <sep>``); at
+    step s the model reads the whole buffer (causal, so later slots do not matter) and the argmax
+    at position prefix + s - 1 is written at prefix + s.
+    """
+    graphdef, state = nnx.split(model)
+    width = tokens.shape[1]
+    if int(np.max(prefix_len)) + steps > width:
+        raise ValueError(f"greedy_decode: prefix + {steps} steps exceeds the buffer width {width}")
+
+    @jax.jit
+    def run(state, buf, prefix):
+        m = nnx.merge(graphdef, state)
+        rows = jnp.arange(buf.shape[0])
+        buf = jnp.where(jnp.arange(width)[None] < prefix[:, None], buf, alg.PAD)
+
+        def body(s, carry):
+            buf, out = carry
+            logits = m(buf)
+            nxt = jnp.argmax(logits[rows, prefix + s - 1], -1).astype(buf.dtype)
+            return buf.at[rows, prefix + s].set(nxt), out.at[:, s].set(nxt)
+
+        out = jnp.zeros((buf.shape[0], steps), buf.dtype)
+        return jax.lax.fori_loop(0, steps, body, (buf, out))[1]
+
+    return np.asarray(run(state, jnp.asarray(tokens), jnp.asarray(prefix_len, jnp.int32)))
+
+
+def greedy_exact(generated: np.ndarray, tokens: np.ndarray, prefix_len: np.ndarray,
+                 target_len: np.ndarray) -> np.ndarray:
+    """Exact match of greedy output: the target followed by ``<eos>``."""
+    ok = np.zeros(len(tokens), bool)
+    for i, (p, t) in enumerate(zip(prefix_len, target_len)):
+        ok[i] = np.array_equal(generated[i, : t + 1], tokens[i, p:p + t + 1])
+    return ok
+
+
+# --- one cell ---------------------------------------------------------------------------------
+def _seeds(task: str, seed: int, cfg: LGConfig) -> dict[str, int]:
+    t = cfg.tasks.index(task) if task in cfg.tasks else alg.TASKS.index(task)
+    return {"data_seed": 1000 * seed + t, "test_seed": 500_000 + 1000 * seed + t,
+            "init_seed": seed, "shuffle_seed": seed}
+
+
+def train_model(task: str, pe: str, seed: int, cfg: LGConfig, out_dir: str):
+    """Train (or resume) the model of one cell; returns ``(model, info)``."""
+    from posjax.models import LanguageModel
+    from posjax.training import ArrayBatches, TrainConfig, train
+
+    train_w, test_w = widths(cfg, task)
+    seeds = _seeds(task, seed, cfg)
+    lengths = alg.train_lengths(cfg.n_train, cfg.train_max_length, seed=seeds["data_seed"])
+    data = alg.make_dataset(task, lengths, seed=seeds["data_seed"], width=train_w,
+                            **task_options(cfg))
+    options = pe_options(pe, cfg, train_w, test_w)
+    mcfg = model_config(cfg, pe, options, test_w)
+    model = LanguageModel(mcfg, rngs=nnx.Rngs(seeds["init_seed"]))
+    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, optimizer="adamw",
+                       learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                       schedule="cosine", warmup_steps=cfg.warmup_steps, grad_clip=cfg.grad_clip,
+                       seed=seeds["shuffle_seed"], log_every=max(cfg.steps // 10, 1),
+                       progress=True)
+    batches = ArrayBatches({"tokens": data["tokens"], "loss_mask": data["loss_mask"]},
+                           cfg.batch_size, seed=seeds["shuffle_seed"])
+    run_dir = os.path.join(out_dir, "train", f"{task}-{pe}-s{seed}")
+    result = train(model, lm_loss, batches, tcfg, out_dir=run_dir,
+                   run_config={"model": mcfg.to_dict(), "task": task, **seeds,
+                               "task_options": task_options(cfg)},
+                   desc=f"{task}/{pe}/s{seed}")
+    info = {"loss": result.metrics.get("loss"),
+            "token_accuracy": result.metrics.get("token_accuracy"),
+            "train_seconds": round(result.seconds, 2), "resumed_from": result.resumed_from,
+            "pe_options": options, "train_width": train_w, "test_width": test_w, **seeds}
+    return model, info
+
+
+def evaluate_model(model, task: str, seed: int, cfg: LGConfig, *, greedy: bool = True
+                   ) -> dict[str, Any]:
+    """Per-length exact match on fresh test instances, plus the greedy cross-check."""
+    _, test_w = widths(cfg, task)
+    seeds = _seeds(task, seed, cfg)
+    lengths = np.arange(1, cfg.test_factor * cfg.train_max_length + 1)
+    data = alg.make_dataset(task, alg.eval_lengths(lengths, cfg.per_length),
+                            seed=seeds["test_seed"], width=test_w, **task_options(cfg))
+    t0 = time.perf_counter()
+    exact = teacher_forced_exact(model, data["tokens"], data["loss_mask"], batch=cfg.eval_batch)
+    per_length = {int(l): float(exact[data["length"] == l].mean()) for l in lengths}
+    check = {"n": 0, "agree": 0}
+    if greedy and cfg.greedy_check_per_length:
+        pick = np.concatenate([np.flatnonzero(data["length"] == l)[:cfg.greedy_check_per_length]
+                               for l in lengths])
+        steps = int(data["target_len"][pick].max()) + 1
+        gen = greedy_decode(model, data["tokens"][pick], data["prefix_len"][pick], steps)
+        g = greedy_exact(gen, data["tokens"][pick], data["prefix_len"][pick],
+                         data["target_len"][pick])
+        check = {"n": int(len(pick)), "agree": int((g == exact[pick]).sum()),
+                 "greedy_accuracy": float(g.mean())}
+    return {"per_length": per_length, "greedy_check": check,
+            "eval_seconds": round(time.perf_counter() - t0, 2)}
+
+
+def scaled_rope(trained, pe: str, task: str, cfg: LGConfig):
+    """The trained RoPE model's parameters in a model whose PE is the scaling variant ``pe``."""
+    from posjax.models import LanguageModel
+
+    train_w, test_w = widths(cfg, task)
+    options = pe_options(pe, cfg, train_w, test_w)
+    model = LanguageModel(model_config(cfg, pe, options, test_w), rngs=nnx.Rngs(0))
+    nnx.update(model, nnx.state(trained, nnx.Param))
+    return model, options
+
+
+def run_cell(task: str, pe: str, seed: int, cfg: LGConfig, out_dir: str,
+             rope_cache: dict) -> dict[str, Any]:
+    if pe in ROPE_SCALINGS and cfg.rope_scaling_mode == "test_time":
+        key = (task, seed)
+        if key not in rope_cache:  # resumes from the RoPE cell's final checkpoint
+            rope_cache[key] = train_model(task, "rope", seed, cfg, out_dir)
+        trained, info = rope_cache[key]
+        model, options = scaled_rope(trained, pe, task, cfg)
+        info = {**info, "pe_options": options, "trained_as": "rope"}
+    else:
+        model, info = train_model(task, pe, seed, cfg, out_dir)
+        if pe == "rope":
+            rope_cache[(task, seed)] = (model, info)
+    greedy = cfg.greedy_check_pes is None or pe in cfg.greedy_check_pes
+    return {**info, **evaluate_model(model, task, seed, cfg, greedy=greedy)}
+
+
+def build_config(args) -> LGConfig:
+    overrides: dict[str, Any] = dict(QUICK) if args.quick else {}
+    if args.paper_size:
+        overrides.update(PAPER_SIZE)
+    if args.tasks:
+        overrides["tasks"] = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    if args.pes:
+        overrides["pes"] = tuple(p.strip() for p in args.pes.split(",") if p.strip())
+    if args.steps is not None:
+        overrides["steps"] = args.steps
+    cfg = LGConfig(**overrides)
+    from posjax import encodings
+
+    for t in cfg.tasks:
+        if t not in alg.TASKS:
+            raise ValueError(f"unknown task {t!r}; tasks: {', '.join(alg.TASKS)}")
+    known = set(encodings.names())
+    for p in cfg.pes:
+        if p not in known:
+            raise ValueError(f"unknown PE {p!r}; registered: {', '.join(sorted(known))}")
+    if cfg.steps <= 0:
+        raise ValueError(f"--steps must be positive, got {cfg.steps}")
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = base_parser(__doc__.splitlines()[0], default_out=DEFAULT_OUT)
+    p.add_argument("--tasks", default=None, help="comma-separated tasks (default: per mode)")
+    p.add_argument("--pes", default=None, help="comma-separated PE names (default: per mode)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: per mode)")
+    p.add_argument("--paper-size", action="store_true",
+                   help="12 layers, d=768, 12 heads (interpretation of '~107M')")
+    args = p.parse_args(argv)
+    cfg = build_config(args)
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
+    results = run(cfg, seeds, args.out)
+    print(open(os.path.join(args.out, "report.md")).read())
+    return results
+
+
+def run(cfg: LGConfig, seeds: int, out: str) -> dict[str, Any]:
+    """Run (or resume) every cell of ``cfg`` and write results.json, report.md and the curves."""
+    if seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {seeds}")
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    options = dataclasses.asdict(cfg)
+    store = CellStore(out, options)
+    cells: dict[tuple[str, str, int], dict] = {}
+    rope_cache: dict = {}
+    todo = [(t, pe, s) for t in cfg.tasks for s in range(seeds) for pe in cfg.pes]
+    for task, pe, seed in tqdm(todo, desc="cells"):
+        cells[(task, pe, seed)] = store.compute(
+            {"task": task, "pe": pe, "seed": seed},
+            lambda: run_cell(task, pe, seed, cfg, out, rope_cache))
+    seconds = time.perf_counter() - t0
+    summary = summarise(cells, cfg, seeds)
+    results = {"experiment": "length_generalization", "config": options, "seeds": seeds,
+               "versions": versions(), "wall_seconds": round(seconds, 1),
+               "cells": [{"task": t, "pe": pe, "seed": s, **v} for (t, pe, s), v in cells.items()],
+               "summary": summary}
+    write_json(os.path.join(out, "results.json"), results)
+    write_outputs(out, cfg, seeds, cells, summary, seconds)
+    return results
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,132 @@
+"""experiments.length_generalization: evaluation equivalences, a tiny resumable run, the CLI."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: `experiments`
+from experiments import length_generalization as lg  # noqa: E402
+from posjax.data import algorithmic as alg  # noqa: E402
+
+
+class CopyOracle(nnx.Module):
+    """A causal copy 'model' that is wrong whenever it must copy the digit 7 (it writes 8)."""
+
+    def __call__(self, tokens, **kwargs):
+        tokens = jnp.asarray(tokens)
+        b, w = tokens.shape
+        sep = jnp.argmax(tokens == alg.SEP, axis=1)[:, None]          # <sep> index
+        length = sep - 1
+        t = jnp.arange(w)[None]
+        j = t + 1 - (sep + 1)                                           # target index of t + 1
+        src = jnp.take_along_axis(tokens, jnp.clip(1 + j, 0, w - 1), axis=1)
+        src = jnp.where(src == alg.TOKEN["7"], alg.TOKEN["8"], src)
+        nxt = jnp.where(j < length, src, alg.EOS)
+        return jax.nn.one_hot(nxt, alg.vocab_size()) * 10.0
+
+
+def test_teacher_forced_exact_match_equals_greedy_decoding():
+    data = alg.make_dataset("copy", alg.eval_lengths(range(1, 9), 6), seed=0)
+    oracle = CopyOracle()
+    tf = lg.teacher_forced_exact(oracle, data["tokens"], data["loss_mask"], batch=16)
+    steps = int(data["target_len"].max()) + 1
+    gen = lg.greedy_decode(oracle, data["tokens"], data["prefix_len"], steps)
+    greedy = lg.greedy_exact(gen, data["tokens"], data["prefix_len"], data["target_len"])
+    truth = np.array([alg.TOKEN["7"] not in row[1:p - 1] for row, p in
+                      zip(data["tokens"], data["prefix_len"])])
+    np.testing.assert_array_equal(tf, truth)
+    np.testing.assert_array_equal(greedy, truth)
+    assert 0.2 < truth.mean() < 0.9  # both outcomes occur
+
+
+def test_lm_loss_masks_non_target_tokens():
+    class Const(nnx.Module):
+        def __call__(self, tokens, **kwargs):
+            return jnp.zeros((*tokens.shape, alg.vocab_size()))
+
+    data = alg.make_dataset("copy", [3, 2], seed=0)
+    loss, metrics = lg.lm_loss(Const(), {k: jnp.asarray(v) for k, v in data.items()}, jax.random.key(0))
+    assert float(loss) == pytest.approx(np.log(alg.vocab_size()), rel=1e-6)
+
+
+def test_scaling_options_use_the_training_width():
+    cfg = lg.LGConfig(**lg.QUICK)
+    tw, sw = lg.widths(cfg, "copy")
+    assert (tw, sw) == (2 * 8 + 3, 2 * 32 + 3)
+    o = lg.pe_options("rope_yarn", cfg, tw, sw)
+    assert o["original_max_len"] == tw and o["factor"] == pytest.approx(sw / tw)
+    assert lg.pe_options("learned", cfg, tw, sw) == {"num_positions": sw}
+    assert lg.pe_options("hope", cfg, tw, sw) == {"train_length": tw}
+
+
+def test_tiny_run_writes_outputs_and_resumes(tmp_path):
+    cfg = lg.LGConfig(tasks=("copy",), pes=("rope_linear",), train_max_length=2,
+                      test_factor=2, n_train=32, per_length=2, steps=1, batch_size=8,
+                      warmup_steps=0, num_layers=1, d_model=8, num_heads=2, d_ff=8, eval_batch=8,
+                      greedy_check_per_length=0, mode="test")  # greedy: see the oracle test
+    out = str(tmp_path)
+    res = lg.run(cfg, 1, out)
+    for name in ("results.json", "report.md", "curves_copy.png"):
+        assert os.path.exists(os.path.join(out, name))
+    saved = json.load(open(os.path.join(out, "results.json")))
+    assert saved["config"]["unseen_rows"] == "init" and "versions" in saved
+    cells = {c["pe"]: c for c in res["cells"]}
+    cell = cells["rope_linear"]  # evaluated on the RoPE model trained for it
+    assert set(cell["per_length"]) == {"1", "2", "3", "4"}
+    assert cell["greedy_check"] == {"n": 0, "agree": 0}
+    assert cell["trained_as"] == "rope"
+    assert cell["pe_options"]["factor"] == pytest.approx(11 / 7)  # test width / train width
+    assert "acc@1xL" in open(os.path.join(out, "report.md")).read()
+    again = lg.run(cfg, 1, out)  # every cell is read back, nothing retrained
+    assert again["cells"] == res["cells"]
+
+
+def test_summary_mrr_and_nope_verdict():
+    from experiments._lg_report import nope_verdict, summarise
+
+    cfg = lg.LGConfig(tasks=("copy", "reverse"), pes=("none", "rope", "alibi"), train_max_length=2,
+                      test_factor=2)
+
+    def cell(ood):
+        return {"per_length": {"1": 1.0, "2": 1.0, "3": ood, "4": ood / 2}}
+
+    cells = {("copy", "none", 0): cell(0.8), ("copy", "rope", 0): cell(0.0),
+             ("copy", "alibi", 0): cell(0.4), ("reverse", "none", 0): cell(0.2),
+             ("reverse", "rope", 0): cell(0.2), ("reverse", "alibi", 0): cell(0.6)}
+    s = summarise(cells, cfg, 1)
+    assert s["tasks"]["copy"]["none"]["acc_2x"] == [0.4]
+    assert s["tasks"]["copy"]["none"]["ood_mean"] == [pytest.approx(0.6)]
+    # copy: none 1st, alibi 2nd, rope 3rd; reverse: alibi 1st, none and rope tied 2nd
+    assert s["mrr_ood"]["none"] == pytest.approx((1 + 1 / 2) / 2)
+    assert s["mrr_ood"]["rope"] == pytest.approx((1 / 3 + 1 / 2) / 2)
+    assert "partly reproduces" in nope_verdict(s)
+    zero = {k: cell(0.0) for k in cells}
+    assert "inconclusive" in nope_verdict(summarise(zero, cfg, 1))
+
+
+def test_config_rejects_unsupported_interpretations():
+    with pytest.raises(ValueError, match="unseen_rows"):
+        lg.LGConfig(unseen_rows="interpolate")
+    with pytest.raises(ValueError, match="rope_scaling_mode"):
+        lg.LGConfig(rope_scaling_mode="dynamic")
+
+
+def test_cli_errors_are_value_errors():
+    with pytest.raises(ValueError, match="unknown PE"):
+        lg.main(["--quick", "--pes", "nope_pe", "--out", "/tmp/unused_lg"])
+    with pytest.raises(ValueError, match="unknown task"):
+        lg.main(["--quick", "--tasks", "sorting", "--out", "/tmp/unused_lg"])
+
+
+@pytest.mark.slow
+def test_quick_mode_end_to_end(tmp_path):
+    res = lg.main(["--quick", "--out", str(tmp_path)])
+    summary = res["summary"]["tasks"]["copy"]
+    assert set(lg.QUICK_PES) <= set(summary)
+    assert np.mean(summary["rope"]["id_mean"]) > 0.5  # the quick model learns in distribution
