@@ -2,9 +2,14 @@
 
 The fast path is ``jax.nn.dot_product_attention`` (so a fused cuDNN kernel can be selected on
 GPU); an explicit softmax path is used when attention weights are requested or when dropout on
-the attention weights is active. Both compute the same function.
+the attention weights is active. Both compute the same function. ``attention_impl="cudnn"``
+falls back to XLA, with a one-time warning, wherever the fused kernel cannot take the operands
+(no GPU, float32, an unsupported head dim or bias layout): see :func:`dot_product_attention`.
 """
 from __future__ import annotations
+
+import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +38,84 @@ def broadcast_bias(bias: jax.Array | None) -> jax.Array | None:
     raise ValueError(f"a PE bias must be [H, Tq, Tk] or [B, H, Tq, Tk], got shape {bias.shape}")
 
 
+_FALLBACK_WARNED: set[str] = set()
+_CUDNN_ERRORS = (RuntimeError, NotImplementedError, ValueError, TypeError)
+
+
+def _warn_fallback(reason: str) -> None:
+    if reason not in _FALLBACK_WARNED:
+        _FALLBACK_WARNED.add(reason)
+        warnings.warn(f"attention_impl='cudnn' unavailable ({reason}); falling back to "
+                      "'xla' (this warning is shown once)", RuntimeWarning, stacklevel=3)
+
+
+@functools.lru_cache(maxsize=64)
+def _cudnn_compiles(q_shape, dtype, bias_shape, mask_shape, scale) -> str | None:
+    """Compile fused forward + backward for these operands once (on GPU): cuDNN rejects some
+    shapes only when the kernel is built, which a trace-time try/except cannot see."""
+    spec = lambda shape, dt: None if shape is None else jax.ShapeDtypeStruct(shape, dt)
+    args = (spec(q_shape, dtype), spec(bias_shape, dtype), spec(mask_shape, jnp.bool_))
+
+    def loss(q, bias, mask):
+        out = jax.nn.dot_product_attention(q, q, q, bias=bias, mask=mask, scale=scale,
+                                           implementation="cudnn")
+        return out.astype(jnp.float32).sum()
+
+    try:
+        jax.jit(jax.grad(loss, argnums=(0, 1) if bias_shape else 0)).lower(*args).compile()
+    except Exception as e:  # noqa: BLE001 - any failure to build the kernel means "fall back"
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    return None
+
+
+def cudnn_unsupported(q: jax.Array, k: jax.Array, bias: jax.Array | None,
+                      mask: jax.Array | None, scale: float) -> str | None:
+    """Why cuDNN fused attention cannot run these operands, or None when it can.
+
+    Checked: a GPU backend, bfloat16/float16 inputs, a head dim that is a multiple of 8 and at
+    most 256, self-attention shapes, a ``[.., Tq, Tk]`` bias; then (GPU only) the fused forward
+    and backward are compiled once per shape, since cuDNN refuses some bias/mask layouts only
+    when the kernel is built.
+    """
+    if jax.default_backend() != "gpu":
+        return f"no GPU backend (platform {jax.default_backend()})"
+    if q.dtype not in (jnp.bfloat16, jnp.float16):
+        return f"dtype {q.dtype} (cuDNN takes bfloat16/float16: set dtype='bfloat16')"
+    if q.shape[-1] % 8 or q.shape[-1] > 256:
+        return f"head dim {q.shape[-1]} (cuDNN needs a multiple of 8, at most 256)"
+    if q.shape != k.shape:
+        return "query and key shapes differ"
+    if bias is not None and bias.shape[-2:] != (q.shape[1], k.shape[1]):
+        return f"bias shape {bias.shape}"
+    return _cudnn_compiles(tuple(q.shape), q.dtype, None if bias is None else tuple(bias.shape),
+                           None if mask is None else tuple(mask.shape), float(scale))
+
+
+def dot_product_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, bias: jax.Array | None,
+                          mask: jax.Array | None, scale: float,
+                          implementation: str | None = None) -> jax.Array:
+    """``jax.nn.dot_product_attention`` with a checked cuDNN path.
+
+    ``implementation="cudnn"`` uses cuDNN's fused kernel (bias cast to the input dtype, as cuDNN
+    requires) when :func:`cudnn_unsupported` finds no obstacle and the call traces; otherwise it
+    falls back to ``"xla"`` with a one-time RuntimeWarning naming the reason. On the XLA path a
+    bias stays in float32 (the logits are float32 there), which keeps ALiBi/T5 exact in bf16.
+    """
+    if implementation == "cudnn":
+        reason = cudnn_unsupported(q, k, bias, mask, scale)
+        if reason is None:
+            try:
+                return jax.nn.dot_product_attention(
+                    q, k, v, bias=None if bias is None else bias.astype(q.dtype), mask=mask,
+                    scale=scale, implementation="cudnn")
+            except _CUDNN_ERRORS as e:
+                reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        _warn_fallback(reason)
+        implementation = "xla"
+    return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
+                                        implementation=implementation)
+
+
 class SelfAttention(nnx.Module):
     """Multi-head self-attention ``[B, T, d] -> [B, T, d]`` with PE hooks and a head mask."""
 
@@ -56,7 +139,7 @@ class SelfAttention(nnx.Module):
                  bias: jax.Array | None = None, mask: jax.Array | None = None,
                  head_mask: jax.Array | None = None, kv: jax.Array | None = None,
                  deterministic: bool = True, rngs: nnx.Rngs | None = None,
-                 return_weights: bool = False):
+                 return_weights: bool = False, qk: jax.Array | None = None):
         """Args:
           x: ``[B, T, d]`` inputs (queries; also keys/values unless ``kv`` is given).
           pe: the layer's PE; its ``rotate`` hook is applied to q and k.
@@ -66,11 +149,18 @@ class SelfAttention(nnx.Module):
           head_mask: ``[H]`` multipliers of each head's output before the output projection.
           kv: optional ``[B, T, d]`` source of keys and values.
           return_weights: also return the ``[B, H, T, T]`` attention weights.
+          qk: optional ``[B, T, d]`` input of the q (and, unless ``kv`` is given, k) projection
+            (from the PE's ``attention_input`` hook); default ``x``.
         """
         src = x if kv is None else kv
-        q, k, v = self._heads(self.query(x)), self._heads(self.key(src)), self._heads(self.value(src))
+        q_src = x if qk is None else qk
+        k_src = src if (qk is None or kv is not None) else qk
+        q, k, v = self._heads(self.query(q_src)), self._heads(self.key(k_src)), self._heads(self.value(src))
         q, k = pe.rotate(q, k, positions, positions)
         scale = pe.attention_scale(q.shape[-1])
+        width = v.shape[-1]  # a rotate hook may widen q, k (decoupled RoPE): zero-pad v to match
+        if q.shape[-1] > width:
+            v = jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, q.shape[-1] - width)])
         use_dropout = self.attn_dropout > 0.0 and not deterministic
         weights = None
         if return_weights or use_dropout:
@@ -78,9 +168,9 @@ class SelfAttention(nnx.Module):
             probs = self.dropout(weights, deterministic=deterministic, rngs=rngs)
             out = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(v.dtype), v)
         else:
-            out = jax.nn.dot_product_attention(
-                q, k, v, bias=None if bias is None else bias.astype(q.dtype), mask=mask,
-                scale=scale, implementation=self.implementation)
+            out = dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
+                                        implementation=self.implementation)
+        out = out[..., :width]
         if head_mask is not None:
             out = out * head_mask.astype(out.dtype)[:, None]
         out = self.out(out.reshape(*out.shape[:-2], -1))

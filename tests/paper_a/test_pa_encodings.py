@@ -1,0 +1,142 @@
+"""Paper A's PE variants: rope_plus_abs, MLA-style decoupled RoPE, partial-head RoPE."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import posjax.encodings as pe
+from posjax.encodings.paper_a import MLA, RoPEPlusAbs, decoupled_rope
+from posjax.models import Classifier, TransformerConfig
+
+enable_x64 = jax.enable_x64
+CFG = dict(vocab_size=40, num_layers=2, d_model=32, num_heads=4, d_ff=64, max_len=24)
+
+
+def _qk(key, length, heads=4, dim=8):
+    kq, kk = jax.random.split(jax.random.key(key))
+    q = jnp.broadcast_to(jax.random.normal(kq, (1, 1, heads, dim)), (1, length, heads, dim))
+    k = jnp.broadcast_to(jax.random.normal(kk, (1, 1, heads, dim)), (1, length, heads, dim))
+    return q, k
+
+
+@nnx.jit
+def _rotated_logits(module, q, k, pos):
+    qr, kr = module.rotate(q, k, pos[None], pos[None])
+    return jnp.einsum("bqhd,bkhd->bhqk", qr, kr)
+
+
+def _logits(module, pos, key=0):
+    q, k = _qk(key, len(pos))
+    return np.asarray(_rotated_logits(module, q, k, pos))
+
+
+@nnx.jit(static_argnames="weights")
+def _forward(model, tokens, positions, weights=False):
+    return model(tokens, positions=positions, return_attention=weights)
+
+
+def test_registered_with_hooks_and_flags():
+    assert {"mla", "rope_plus_abs"} <= set(pe.names())
+    assert pe.info("mla").hook == "rotate" and pe.info("mla").relative
+    assert pe.info("rope_plus_abs").hook == "rotate" and not pe.info("rope_plus_abs").relative
+    assert "2505.13027" in pe.info("mla").paper
+
+
+def test_rope_plus_abs_adds_the_block_sinusoid_and_rotates_relatively():
+    m = pe.make("rope_plus_abs", d_model=32, num_heads=4)
+    assert isinstance(m, RoPEPlusAbs) and m.options.interleaved
+    pos = jnp.arange(6)
+    x = jnp.zeros((2, 6, 32))
+    out = np.asarray(m.embed(x, pos[None]))
+    w = 10000.0 ** (-2 * np.arange(16) / 32)
+    ref = np.concatenate([np.sin(pos[:, None] * w), np.cos(pos[:, None] * w)], -1)
+    np.testing.assert_allclose(out[1], ref, atol=2e-6)
+    # the rotate part alone is relative; the embed part makes the whole PE absolute
+    base = _logits(m, jnp.arange(8))
+    np.testing.assert_allclose(_logits(m, jnp.arange(8) + 32), base, atol=1e-5)
+    np.testing.assert_allclose(m.table(pos), ref, atol=2e-6)
+
+
+def test_rope_plus_abs_model_is_not_shift_invariant():
+    model = Classifier(TransformerConfig(pe="rope_plus_abs", **CFG), 3, "mean", rngs=nnx.Rngs(0))
+    t = jax.random.randint(jax.random.key(1), (2, 10), 0, 40)
+    pos = jnp.arange(10)
+    shifted, ref = _forward(model, t, pos + 5), _forward(model, t, pos)
+    assert float(jnp.abs(shifted - ref).max()) > 1e-4
+
+
+def test_decoupled_rope_logit_formula_and_relative_property():
+    rng = np.random.default_rng(2)
+    qc, kc = rng.normal(size=(2, 1, 9, 3, 4))
+    qr, kr = rng.normal(size=(1, 9, 3, 6)), rng.normal(size=(1, 9, 1, 6))
+    pos = np.arange(9)
+    with enable_x64():
+        widen = jax.jit(decoupled_rope)
+        q2, k2 = (np.asarray(a) for a in widen(qc, kc, qr, kr, pos, pos))
+        shifted = [[np.asarray(a) for a in widen(qc, kc, qr, kr, pos + s, pos + s)]
+                   for s in (5, 36)]
+    assert q2.dtype == np.float64 and q2.shape == k2.shape == (1, 9, 3, 10)
+    logits = np.einsum("bqhd,bkhd->bhqk", q2, k2)
+    # content part untouched; rotary part = q_R^T R_{j-i} k_R (pairs (2t, 2t+1))
+    theta = 10000.0 ** (-2 * np.arange(3) / 6)
+    i, j, h = 2, 7, 1
+    rot = np.zeros((6, 6))
+    for t, th in enumerate(theta):
+        c, s = np.cos((j - i) * th), np.sin((j - i) * th)
+        rot[2 * t:2 * t + 2, 2 * t:2 * t + 2] = [[c, -s], [s, c]]
+    expect = qc[0, i, h] @ kc[0, j, h] + qr[0, i, h] @ rot @ kr[0, j, 0]
+    assert abs(logits[0, h, i, j] - expect) < 1e-10
+    for q3, k3 in shifted:
+        np.testing.assert_allclose(np.einsum("bqhd,bkhd->bhqk", q3, k3), logits, atol=1e-10)
+
+
+def test_mla_shapes_parameters_and_relative_property():
+    m = pe.make("mla", d_model=32, num_heads=4, rope_dim=6)
+    assert isinstance(m, MLA) and m.per_layer
+    assert m.q_rope.kernel.shape == (32, 24) and m.k_rope.kernel.shape == (32, 6)
+    shared = pe.make("mla", d_model=32, num_heads=4, rope_dim=6, shared_query_rope=True)
+    assert shared.q_rope.kernel.shape == (32, 6)
+    q, k = _qk(0, 8)
+    qr, kr = nnx.jit(lambda m, q, k, p: m.rotate(q, k, p, p))(m, q, k, jnp.arange(8)[None])
+    assert qr.shape == kr.shape == (1, 8, 4, 14)
+    np.testing.assert_array_equal(np.asarray(qr[..., :8]), np.asarray(q))
+    # k_R is shared by all heads
+    np.testing.assert_allclose(np.asarray(kr[:, :, 0, 8:]), np.asarray(kr[:, :, 3, 8:]))
+    assert m.attention_scale(qr.shape[-1]) == pytest.approx(14 ** -0.5)
+    base = _logits(m, jnp.arange(8))
+    for shift in (5, 32):
+        np.testing.assert_allclose(_logits(m, jnp.arange(8) + shift), base, atol=1e-5)
+    with pytest.raises(ValueError, match="rope_dim"):
+        pe.make("mla", d_model=32, num_heads=4, rope_dim=5)
+
+
+def test_mla_model_fast_and_explicit_attention_paths_agree_and_depend_on_order():
+    cfg = TransformerConfig(pe="mla", pe_options={"rope_dim": 8}, **CFG)
+    model = Classifier(cfg, 5, "mean", rngs=nnx.Rngs(0))
+    assert len(model.transformer.pes) == 2  # one rotary path per layer
+    t = jax.random.randint(jax.random.key(3), (2, 12), 0, 40)
+    pos = jnp.arange(12)
+    fast = _forward(model, t, pos)
+    slow, weights = _forward(model, t, pos, weights=True)
+    assert fast.shape == (2, 5) and weights.shape == (2, 2, 4, 12, 12)
+    np.testing.assert_allclose(np.asarray(fast), np.asarray(slow), atol=1e-5)
+    perm = jax.random.permutation(jax.random.key(4), 12)
+    assert float(jnp.abs(_forward(model, t[:, perm], pos) - fast).max()) > 1e-4
+    np.testing.assert_allclose(np.asarray(_forward(model, t, pos + 7)), np.asarray(fast),
+                               atol=2e-5)
+
+
+def test_partial_head_rope_rotates_only_the_first_k_heads():
+    m = pe.make("rope", d_model=32, num_heads=4, interleaved=True, num_rotary_heads=2)
+    q, k = _qk(1, 6)
+    qr, kr = nnx.jit(lambda m, q, k, p: m.rotate(q, k, p, p))(m, q, k, jnp.arange(6)[None] + 3)
+    np.testing.assert_array_equal(np.asarray(qr[:, :, 2:]), np.asarray(q[:, :, 2:]))
+    np.testing.assert_array_equal(np.asarray(kr[:, :, 2:]), np.asarray(k[:, :, 2:]))
+    assert float(jnp.abs(qr[:, :, :2] - q[:, :, :2]).max()) > 1e-2
+    logits = _logits(m, jnp.arange(6))
+    # NoPE heads: constant logits (q, k are the same at every position); RoPE heads vary
+    assert np.ptp(logits[0, 2:], axis=(-1, -2)).max() < 1e-5
+    assert np.ptp(logits[0, :2], axis=(-1, -2)).min() > 1e-2
+    with pytest.raises(ValueError, match="num_rotary_heads"):
+        pe.make("rope", d_model=32, num_heads=4, num_rotary_heads=5)
