@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CellStore, base_parser, fmt_mean_std, markdown_table, mean_std,
+from experiments.common import (CellStore, base_parser, markdown_table, mean_std,
                                 run_cli, versions, write_json)
 
 COMPANION_SEEDS = (2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195,

@@ -225,7 +225,7 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from posjax.analysis.similarity import cosine_rsm, embedding_2d, layout_rsm
+    from posjax.analysis.similarity import cosine_rsm, embedding_2d
 
     files = []
     learned = [r for r in rows if r["sigma"] is not None]

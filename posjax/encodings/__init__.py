@@ -57,4 +57,4 @@ __all__ += [
 # The MDS encoding of arXiv 2604.05217 (its module lives in posjax.geometry).
 from posjax.encodings.mds import MDSPEOptions, RegisteredMDS
 
-__all__ += ["MDSPEOptions", "RegisteredMDS"]
+__all__ += ["MDSPEOptions", "RegisteredMDS", "MLA", "RoPEPlusAbs", "Rope2DAxial", "RandomFixed", "Sinusoidal2D"]

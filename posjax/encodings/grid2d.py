@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from posjax.encodings.base import PEContext, PositionalEncoding, check_table_length
+from posjax.encodings.base import PEContext, PositionalEncoding
+from posjax.encodings.learned import Learned, LearnedOptions
 from posjax.encodings.registry import register
 from posjax.encodings.rope import rotary_dim, rotate_pairs
 from posjax.encodings.sinusoidal import sinusoidal_at
@@ -188,47 +189,16 @@ class Rope2DAxial(PositionalEncoding):
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomFixedOptions:
-    """Options of the fixed random PE: entries N(0, std^2), never trained.
-
-    ``num_positions`` defaults to the model's ``max_len``; ``per_layer`` draws one table per block.
-    """
+class RandomFixedOptions(LearnedOptions):
+    """Options of the fixed random PE: the learned PE's table with entries N(0, std^2), never
+    trained (``trainable=False``). ``num_positions`` defaults to the model's ``max_len``;
+    ``per_layer`` draws one table per block."""
 
     std: float = 1.0
-    num_positions: int | None = None
-    per_layer: bool = False
-
-    def validate(self, ctx: PEContext) -> None:
-        if self.std < 0:
-            raise ValueError(f"random_fixed std must be >= 0, got {self.std}")
-        if self.num_positions is not None and self.num_positions <= 0:
-            raise ValueError(f"random_fixed num_positions must be positive, got {self.num_positions}")
+    trainable: bool = False
 
 
 @register("random_fixed", options=RandomFixedOptions,
           paper="fixed random PE, the lazy-regime baseline of arXiv 2406.08272")
-class RandomFixed(PositionalEncoding):
+class RandomFixed(Learned):
     """A random table ``[max_len, d_model]`` held as a non-trainable ``nnx.Variable``."""
-
-    hook = "embed"
-    is_relative = False
-
-    def __init__(self, options: RandomFixedOptions, ctx: PEContext, *, rngs: nnx.Rngs):
-        super().__init__(options, ctx)
-        n = options.num_positions or ctx.max_len
-        if n is None:
-            raise ValueError("PE 'random_fixed' needs max_len (or the option num_positions)")
-        ctx.require("random_fixed", "d_model")
-        self.embedding = nnx.Variable(
-            options.std * jax.random.normal(rngs.params(), (n, ctx.d_model), jnp.float32))
-
-    @property
-    def max_positions(self) -> int:
-        return int(self.embedding.shape[0])
-
-    def table(self, positions):
-        return jnp.take(self.embedding[...], jnp.asarray(positions), axis=0)
-
-    def embed(self, x, positions, *, deterministic=True, rngs=None):
-        check_table_length(self.name, positions, self.max_positions)
-        return x + self.table(positions).astype(x.dtype)

@@ -74,8 +74,8 @@ class Learned(PositionalEncoding):
         super().__init__(options, ctx)
         n = options.num_positions or ctx.max_len
         if n is None:
-            raise ValueError("PE 'learned' needs max_len (or the option num_positions)")
-        ctx.require("learned", "d_model")
+            raise ValueError(f"PE '{self.name}' needs max_len (or the option num_positions)")
+        ctx.require(self.name, "d_model")
         value = init_table(rngs.params(), n, ctx.d_model, options.init, std=options.std,
                            scale=options.scale)
         self.embedding = nnx.Param(value) if options.trainable else nnx.Variable(value)

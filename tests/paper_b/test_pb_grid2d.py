@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 import posjax.encodings as pe
-from posjax.encodings.grid2d import apply_rope_2d, grid_coordinates, sinusoidal_2d, sinusoidal_2d_at
+from posjax.encodings.grid2d import apply_rope_2d, grid_coordinates, sinusoidal_2d
 
 
 def test_sinusoidal_2d_matches_formula():
