@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(UV) run --frozen python -m experiments.stress_table --dataset synthetic --quick --out runs/demo
 
 test: $(STAMP)
-	$(UV) run --frozen pytest -q
+	$(UV) run --frozen pytest -q -n 2
 
 test-all: $(STAMP)
 	$(UV) run --frozen pytest -q -m "not gpu"
