@@ -20,8 +20,25 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def _immutable(value: Any) -> Any:
+    """Arrays and lists become (nested) tuples, dicts become :class:`PEOptions`."""
+    if isinstance(value, dict):
+        return PEOptions(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_immutable(v) for v in value)
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:
+        return _immutable(value.tolist())
+    return value
+
+
 class PEOptions(dict):
-    """Read-only, hashable dict of PE options (so configs and model graphs can be cache keys)."""
+    """Read-only, hashable dict of PE options (so configs and model graphs can be cache keys).
+
+    Array and list values are stored as nested tuples, so equality and hashing are well defined.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__({k: _immutable(v) for k, v in dict(*args, **kwargs).items()})
 
     def __hash__(self):
         return hash(_freeze(dict(self)))
