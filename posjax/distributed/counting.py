@@ -13,7 +13,6 @@ arXiv 2604.05217 (positional distributions, Algorithm 1 step 1).
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any, Iterable, Iterator, Sequence
 
 import jax
@@ -23,6 +22,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from posjax.distributed.geometry import _resolve, _row_spec
+from posjax.geometry.distributions import resolve_positions
 
 __all__ = ["sharded_positional_counts", "sharded_positional_distributions"]
 
@@ -223,30 +223,9 @@ def sharded_positional_distributions(
     N = np.asarray(jax.jit(lambda c: c.sum(axis=2))(counts))  # [H, n_pad]: small
     width = num_positions if explicit_n else int(np.shape(tokens)[-1])
     N = N[:, :width]
-    total = N.sum(axis=0)
-    if explicit_n:
-        n = width
-    else:
-        nonzero = np.flatnonzero(total > 0)
-        if nonzero.size == 0:
-            raise ValueError("no token was counted (all positions empty)")
-        n = int(nonzero[-1]) + 1
-    low = np.flatnonzero(total[:n] < min_count)
-    if split_half:
-        low = np.union1d(low, np.flatnonzero((N[:, :n] == 0).any(axis=0)))
-    if low.size:
-        listing = ", ".join(f"{i} (N={int(total[i])})" for i in low[:10])
-        more = "..." if low.size > 10 else ""
-        if on_empty == "error":
-            raise ValueError(
-                f"{low.size} positions have fewer than min_count={min_count} samples"
-                f"{' (or an empty half)' if split_half else ''}: {listing}{more}; lower "
-                "num_positions, or pass on_empty='truncate'")
-        n = int(low[0])
-        if n == 0:
-            raise ValueError(f"position 0 has fewer than min_count={min_count} samples")
-        warnings.warn(f"sharded_positional_distributions: truncated to n={n} positions (first "
-                      f"position below min_count={min_count}: {listing}{more})", stacklevel=2)
+    n = resolve_positions(N, width if explicit_n else None, min_count=min_count,
+                          split_half=split_half, on_empty=on_empty,
+                          caller="sharded_positional_distributions")
     dtype = jnp.dtype(dtype or jnp.result_type(float))
     mesh_, axes, D = _resolve(mesh, axis)
     sharding = NamedSharding(mesh_, _row_spec(axes, 3, lead=1)) if n % D == 0 else None

@@ -207,30 +207,8 @@ def positional_distributions(
                          "check vocab_size, pad_id and special_ids")
 
     N = np.asarray(counts.sum(axis=2))  # [H, n]
-    total = N.sum(axis=0)
-    if num_positions is None:
-        nonzero = np.flatnonzero(total > 0)
-        if nonzero.size == 0:
-            raise ValueError("no token was counted (all positions empty)")
-        n = int(nonzero[-1]) + 1
-    else:
-        n = num_positions
-    low = np.flatnonzero(total[:n] < min_count)
-    if split_half:
-        low = np.union1d(low, np.flatnonzero((N[:, :n] == 0).any(axis=0)))
-    if low.size:
-        listing = ", ".join(f"{i} (N={int(total[i])})" for i in low[:10])
-        more = "..." if low.size > 10 else ""
-        if on_empty == "error":
-            raise ValueError(
-                f"{low.size} positions have fewer than min_count={min_count} samples"
-                f"{' (or an empty half)' if split_half else ''}: {listing}{more}; lower "
-                "num_positions, or pass on_empty='truncate'")
-        n = int(low[0])
-        if n == 0:
-            raise ValueError(f"position 0 has fewer than min_count={min_count} samples")
-        warnings.warn(f"positional_distributions: truncated to n={n} positions (first position "
-                      f"below min_count={min_count}: {listing}{more})", stacklevel=2)
+    n = resolve_positions(N, num_positions, min_count=min_count, split_half=split_half,
+                          on_empty=on_empty)
     C = counts[:, :n]
     top_ids = None
     if top_k is not None:
@@ -258,3 +236,39 @@ def positional_distributions(
         "counts": counts_summary(N[:, :n].sum(axis=0)), "num_sequences": seen,
     }
     return P, Nn, info
+
+
+def resolve_positions(N: np.ndarray, num_positions: int | None, *, min_count: int,
+                      split_half: bool, on_empty: str, caller: str = "positional_distributions"
+                      ) -> int:
+    """Number of positions ``n`` to keep from per-half counts ``N [H, width]``.
+
+    ``n`` is ``num_positions`` or the last position with any count; positions with fewer than
+    ``min_count`` samples (or an empty half with ``split_half``) raise ValueError naming them
+    (``on_empty="error"``) or truncate ``n`` before the first of them with a warning.
+    """
+    total = N.sum(axis=0)
+    if num_positions is None:
+        nonzero = np.flatnonzero(total > 0)
+        if nonzero.size == 0:
+            raise ValueError("no token was counted (all positions empty)")
+        n = int(nonzero[-1]) + 1
+    else:
+        n = num_positions
+    low = np.flatnonzero(total[:n] < min_count)
+    if split_half:
+        low = np.union1d(low, np.flatnonzero((N[:, :n] == 0).any(axis=0)))
+    if low.size:
+        listing = ", ".join(f"{i} (N={int(total[i])})" for i in low[:10])
+        more = "..." if low.size > 10 else ""
+        if on_empty == "error":
+            raise ValueError(
+                f"{low.size} positions have fewer than min_count={min_count} samples"
+                f"{' (or an empty half)' if split_half else ''}: {listing}{more}; lower "
+                "num_positions, or pass on_empty='truncate'")
+        n = int(low[0])
+        if n == 0:
+            raise ValueError(f"position 0 has fewer than min_count={min_count} samples")
+        warnings.warn(f"{caller}: truncated to n={n} positions (first position below "
+                      f"min_count={min_count}: {listing}{more})", stacklevel=3)
+    return n
