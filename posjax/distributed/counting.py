@@ -13,7 +13,7 @@ arXiv 2604.05217 (positional distributions, Algorithm 1 step 1).
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +22,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from posjax.distributed.geometry import _resolve, _row_spec
-from posjax.geometry.distributions import resolve_positions
+from posjax.geometry.distributions import _batches, resolve_positions  # same blocks
 
 __all__ = ["sharded_positional_counts", "sharded_positional_distributions"]
 
@@ -59,43 +59,6 @@ def _count_fn(mesh: Mesh, axes: tuple[str, ...], n: int, reindex: bool, drop_pad
                                      PartitionSpec()),
                            out_specs=(spec, PartitionSpec()))
     return jax.jit(mapped, donate_argnums=(0,))
-
-
-def _batches(tokens: Any, lengths: Any, batch_size: int
-             ) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
-    """``(tokens [b, L], lengths [b], real_rows)``; array input in fixed blocks of ``b`` rows, the
-    last one padded with empty rows (the same blocks as the single-device counter)."""
-    if isinstance(tokens, (np.ndarray, jax.Array)):
-        arr = np.asarray(tokens)
-        arr = arr if arr.ndim == 2 else arr.reshape(1, -1)
-        lens = (np.full(arr.shape[0], arr.shape[1], np.int32) if lengths is None
-                else np.asarray(lengths, np.int32).reshape(-1))
-        if lens.shape[0] != arr.shape[0]:
-            raise ValueError(f"lengths has {lens.shape[0]} entries but tokens has "
-                             f"{arr.shape[0]} sequences")
-        b = min(batch_size, max(arr.shape[0], 1))
-        for s in range(0, arr.shape[0], b):
-            chunk, clen = arr[s:s + b], lens[s:s + b]
-            real = chunk.shape[0]
-            if real < b:
-                chunk = np.concatenate([chunk, np.zeros((b - real, arr.shape[1]), chunk.dtype)])
-                clen = np.concatenate([clen, np.zeros(b - real, np.int32)])
-            yield chunk, clen, real
-        return
-    if lengths is not None:
-        raise ValueError("lengths= is only accepted with an array of tokens; an iterable yields "
-                         "(tokens, lengths) tuples instead")
-    for item in tokens:
-        tok, lens = item if isinstance(item, tuple) else (item, None)
-        tok = np.asarray(tok)
-        tok = tok.reshape(1, -1) if tok.ndim == 1 else tok
-        if tok.ndim != 2:
-            raise ValueError(f"each batch must be [batch, seq_len] tokens, got shape {tok.shape}")
-        lens = (np.full(tok.shape[0], tok.shape[1], np.int32) if lens is None
-                else np.asarray(lens, np.int32).reshape(-1))
-        if lens.shape[0] != tok.shape[0]:
-            raise ValueError(f"a batch has {tok.shape[0]} sequences but {lens.shape[0]} lengths")
-        yield tok, lens, tok.shape[0]
 
 
 def sharded_positional_counts(
