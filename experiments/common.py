@@ -3,7 +3,6 @@ results.json / report.md writing, tables, and one-line CLI errors."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os
@@ -13,6 +12,8 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from posjax._json import jsonable  # noqa: F401  (re-exported for the experiments)
 
 
 def versions() -> dict[str, str]:
@@ -25,22 +26,6 @@ def versions() -> dict[str, str]:
     return {"posjax": posjax.__version__, "jax": jax.__version__, "flax": flax.__version__,
             "numpy": np.__version__, "python": platform.python_version(),
             "backend": jax.default_backend()}
-
-
-def jsonable(value: Any) -> Any:
-    """Convert dataclasses, numpy/jax arrays and scalars to JSON-friendly values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return jsonable(dataclasses.asdict(value))
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
-        arr = np.asarray(value)
-        return arr.item() if arr.ndim == 0 else arr.tolist()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None if np.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
 
 
 def write_json(path: str, data: Any) -> None:

@@ -30,6 +30,14 @@ def pool(hidden: jax.Array, pooling: str, padding_mask: jax.Array | None = None)
     raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
 
 
+def _with_head(model: nnx.Module, head, tokens, *, return_attention: bool, **kwargs):
+    """Run ``model.transformer`` and apply ``head`` to its float32 hidden states."""
+    out = model.transformer(tokens, return_attention=return_attention, **kwargs)
+    hidden, weights = out if return_attention else (out, None)
+    logits = head(hidden.astype(jnp.float32))
+    return (logits, weights) if return_attention else logits
+
+
 class Classifier(nnx.Module):
     """Sequence classifier: Transformer -> pooling -> Linear ``-> logits [B, num_classes]``."""
 
@@ -47,12 +55,11 @@ class Classifier(nnx.Module):
 
     def __call__(self, tokens, *, positions=None, padding_mask=None, deterministic=True,
                  rngs=None, head_mask=None, return_attention=False):
-        out = self.transformer(tokens, positions=positions, padding_mask=padding_mask,
-                               deterministic=deterministic, rngs=rngs, head_mask=head_mask,
-                               return_attention=return_attention)
-        hidden, weights = out if return_attention else (out, None)
-        logits = self.head(pool(hidden, self.pooling, padding_mask).astype(jnp.float32))
-        return (logits, weights) if return_attention else logits
+        """Logits ``[B, num_classes]`` (and attention weights); arguments as ``Transformer``."""
+        return _with_head(self, lambda h: self.head(pool(h, self.pooling, padding_mask)), tokens,
+                          positions=positions, padding_mask=padding_mask,
+                          deterministic=deterministic, rngs=rngs, head_mask=head_mask,
+                          return_attention=return_attention)
 
 
 class LanguageModel(nnx.Module):
@@ -66,15 +73,14 @@ class LanguageModel(nnx.Module):
         self.tie_embeddings = tie_embeddings
         self.head = None if tie_embeddings else nnx.Linear(config.d_model, config.vocab_size, rngs=rngs)
 
+    def _logits(self, hidden: jax.Array) -> jax.Array:
+        if self.tie_embeddings:
+            return hidden @ self.transformer.embed.embedding[...].T
+        return self.head(hidden)
+
     def __call__(self, tokens, *, positions=None, padding_mask=None, deterministic=True,
                  rngs=None, head_mask=None, return_attention=False):
-        out = self.transformer(tokens, positions=positions, padding_mask=padding_mask,
-                               deterministic=deterministic, rngs=rngs, head_mask=head_mask,
-                               return_attention=return_attention)
-        hidden, weights = out if return_attention else (out, None)
-        hidden = hidden.astype(jnp.float32)
-        if self.tie_embeddings:
-            logits = hidden @ self.transformer.embed.embedding[...].T
-        else:
-            logits = self.head(hidden)
-        return (logits, weights) if return_attention else logits
+        """Logits ``[B, T, V]`` (and attention weights); arguments as ``Transformer``."""
+        return _with_head(self, self._logits, tokens, positions=positions,
+                          padding_mask=padding_mask, deterministic=deterministic, rngs=rngs,
+                          head_mask=head_mask, return_attention=return_attention)

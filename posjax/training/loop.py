@@ -17,9 +17,9 @@ from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
+from posjax._json import jsonable
 from posjax.training.checkpoint import Checkpointer
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule
 
@@ -39,18 +39,6 @@ class TrainResult:
     evals: list[dict[str, float]]
     resumed_from: int | None
     seconds: float
-
-
-def _to_jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return _to_jsonable(dataclasses.asdict(value))
-    if isinstance(value, Mapping):
-        return {str(k): _to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_jsonable(v) for v in value]
-    if isinstance(value, (np.generic, jax.Array)):
-        return np.asarray(value).tolist()
-    return value
 
 
 @contextlib.contextmanager
@@ -175,7 +163,7 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
 
     ckpt, start, resumed, log = None, 0, None, None
     if out_dir is not None:
-        record = _to_jsonable({"train": config, "run": run_config or {}})
+        record = jsonable({"train": config, "run": run_config or {}})
         record["train"].pop("progress", None)
         _check_run_config(out_dir, record)
         ckpt = Checkpointer(os.path.join(out_dir, "checkpoints"), keep=config.keep_checkpoints)
@@ -189,7 +177,7 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
 
     def write(row: dict[str, Any]) -> None:
         if log is not None:
-            log.write(json.dumps(_to_jsonable(row)) + "\n")
+            log.write(json.dumps(jsonable(row)) + "\n")
             log.flush()
 
     def save(step: int) -> None:
