@@ -22,7 +22,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from posjax.distributed.geometry import _resolve, _row_spec
-from posjax.geometry.distributions import _batches, resolve_positions  # same blocks
+from posjax.geometry.distributions import _batches, resolve_positions, token_positions
 
 __all__ = ["sharded_positional_counts", "sharded_positional_distributions"]
 
@@ -35,17 +35,8 @@ def _count_fn(mesh: Mesh, axes: tuple[str, ...], n: int, reindex: bool, drop_pad
 
     def local(counts, bad, tokens, lengths, half):
         _, r, V = counts.shape
-        L = tokens.shape[1]
-        col = jnp.arange(L, dtype=jnp.int32)[None, :]
-        keep = col < lengths[:, None]
-        if reindex and specials:
-            keep = keep & ~jnp.isin(tokens, jnp.asarray(specials, tokens.dtype))
-        if drop_pad and pad_id is not None:
-            keep = keep & (tokens != pad_id)
-        pos = (jnp.cumsum(keep, axis=1, dtype=jnp.int32) - 1 if reindex
-               else jnp.broadcast_to(col, tokens.shape))
-        oov = keep & ((tokens < 0) | (tokens >= V))
-        keep = keep & ~oov
+        keep, pos, oov = token_positions(tokens, lengths, V, reindex=reindex, drop_pad=drop_pad,
+                                         pad_id=pad_id, specials=specials)
         local_pos = pos - lax.axis_index(ax) * r
         mine = keep & (pos < n) & (local_pos >= 0) & (local_pos < r)
         rows = jnp.where(mine, local_pos, r)  # r is out of bounds: dropped

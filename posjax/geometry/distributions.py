@@ -25,22 +25,32 @@ _PAD_MODES = ("drop", "count")
 _ON_EMPTY = ("error", "truncate")
 
 
-@functools.partial(jax.jit, static_argnames=("reindex", "drop_pad", "pad_id", "specials"),
-                   donate_argnums=(0,))
-def _count_batch(counts, bad, tokens, lengths, half, *, reindex, drop_pad, pad_id, specials):
-    """Scatter-add one batch ``tokens [b, L]`` into ``counts [H, n, V]``."""
-    _, n, V = counts.shape
-    L = tokens.shape[1]
-    col = jnp.arange(L, dtype=jnp.int32)[None, :]
+def token_positions(tokens, lengths, vocab_size, *, reindex, drop_pad, pad_id, specials):
+    """Which tokens of ``tokens [b, L]`` count, at which position, and which are out of range.
+
+    Returns ``(keep [b, L], pos [b, L], oov [b, L])``: tokens inside the sequence length, not a
+    stripped special (``reindex``: positions re-indexed over the kept tokens) and not a dropped
+    pad; ``oov`` marks kept ids outside ``[0, vocab_size)`` (they are not kept).
+    """
+    col = jnp.arange(tokens.shape[1], dtype=jnp.int32)[None, :]
     keep = col < lengths[:, None]
     if reindex and specials:
         keep = keep & ~jnp.isin(tokens, jnp.asarray(specials, tokens.dtype))
     if drop_pad and pad_id is not None:
         keep = keep & (tokens != pad_id)
-    pos = jnp.cumsum(keep, axis=1, dtype=jnp.int32) - 1 if reindex else jnp.broadcast_to(
-        col, tokens.shape)
-    oov = keep & ((tokens < 0) | (tokens >= V))
-    keep = keep & ~oov
+    pos = (jnp.cumsum(keep, axis=1, dtype=jnp.int32) - 1 if reindex
+           else jnp.broadcast_to(col, tokens.shape))
+    oov = keep & ((tokens < 0) | (tokens >= vocab_size))
+    return keep & ~oov, pos, oov
+
+
+@functools.partial(jax.jit, static_argnames=("reindex", "drop_pad", "pad_id", "specials"),
+                   donate_argnums=(0,))
+def _count_batch(counts, bad, tokens, lengths, half, *, reindex, drop_pad, pad_id, specials):
+    """Scatter-add one batch ``tokens [b, L]`` into ``counts [H, n, V]``."""
+    _, n, V = counts.shape
+    keep, pos, oov = token_positions(tokens, lengths, V, reindex=reindex, drop_pad=drop_pad,
+                                     pad_id=pad_id, specials=specials)
     pos = jnp.where(keep, pos, n)  # index n is out of bounds: dropped
     tok = jnp.clip(tokens, 0, V - 1)
     counts = counts.at[half[:, None], pos, tok].add(keep.astype(counts.dtype), mode="drop")
