@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: demo test test-all env bench clean
+.PHONY: demo test test-all env bench gpu-wheels clean
 
 $(STAMP): pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -26,6 +26,15 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(UV) run --frozen python -m benchmarks.geometry --quick --out runs/bench
+
+# Pure-Python wheels that benchmarks/gpu_check.sh installs on a GPU machine without network
+# (its image has JAX with CUDA and PyTorch; these may be missing or of another version there).
+GPU_PY ?= 3.12
+gpu-wheels:
+	rm -rf .whl && python3 -m pip download --quiet --no-deps --only-binary=:all: \
+	  --python-version $(GPU_PY) --platform any -d .whl flax==0.12.12 optax==0.2.8 \
+	  x-transformers==2.31.10 einx==0.4.3 loguru==0.7.3 frozendict==2.5.1 \
+	  torch-einops-utils==0.2.0
 
 clean:
 	rm -rf $(VENV) runs

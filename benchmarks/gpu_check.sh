@@ -1,92 +1,148 @@
 #!/usr/bin/env bash
-# GPU check of posjax, one short script (target: under 8 minutes on one H100/H200-class GPU).
+# GPU check of posjax: one short prepared script (about 6 minutes on one H100/H200-class GPU).
 #
-#   bash benchmarks/gpu_check.sh            # results in $OUT (if set) or runs/gpu_check
+#   bash benchmarks/gpu_check.sh      # results in $GPU_CHECK_OUT, else $OUT, else runs/gpu_check
 #
-# Steps, each bounded by `timeout` and each writing JSON into the results folder:
-#   1. environment: find a Python whose JAX sees the GPU; if the JAX there is CPU-only, try to
-#      install the matching CUDA build (`jax[cuda12]==<same version>`) from PyPI;
-#   2. `pytest -m gpu` (cuDNN vs XLA attention with and without an ALiBi/T5 bias, a bf16 cuDNN
-#      training step, sharded Hellinger on the GPU)            -> pytest_gpu.xml, pytest_gpu.json
-#   3. geometry at n = 8192, V = 30522: benchmarks.geometry's memory case (single-device tiled
-#      hellinger_matrix) and posjax.distributed.sharded_hellinger_matrix -> geometry_8192.json
-#   4. training throughput and MFU of a BERT-base encoder in bf16 with cuDNN attention, per PE,
-#      against x-transformers when PyTorch with CUDA is importable  -> training.json (+ _meta)
-#   5. summary.json: the exit status of every step.
-#
-# Assumption (documented, not verified here): the GPU machine has only the carried working tree
-# and may have no network. A CUDA-enabled JAX must then already be installed (in .venv or on
-# the machine's Python); without one the script says so, writes summary.json with
-# "status": "no_cuda_jax" and exits with status 3, instead of failing half-way. PyTorch is
-# optional: without it the training table has posjax numbers only. GPU_CHECK_NO_INSTALL=1 skips
-# the install attempt. For a dry run of the script's plumbing on a CPU machine:
-#   GPU_CHECK_NO_INSTALL=1 GPU_CHECK_ALLOW_CPU=1 GEOMETRY_N=512 GEOMETRY_V=2048 \
-#   TRAINING_ARGS="--quick --pes none,alibi --no-torch" bash benchmarks/gpu_check.sh
+# Steps; each is bounded by `timeout` inside an overall budget (GPU_CHECK_BUDGET_S, default 480 s)
+# and writes its JSON into the results folder as soon as it has it:
+#   0. packages: a GPU machine without network gets the pure-Python packages the image may lack
+#      (flax, optax, x-transformers and its needs) as wheels in .whl/ (`make gpu-wheels` fetches
+#      them where pip works); they are installed with --no-index into a private folder put first
+#      on PYTHONPATH. JAX with CUDA itself must already be there (in .venv or the machine's
+#      python3); if no JAX sees a GPU and pip can reach an index, `jax[cuda12]==<same version>`
+#      is tried;                                                   -> install.log
+#   1. environment: devices and the versions actually imported       -> environment.json
+#   2. the GPU-marked tests (`pytest -m gpu`: cuDNN vs XLA attention with and without an ALiBi /
+#      T5 bias, bf16 cuDNN training steps, sharded and full-float32 Hellinger on the GPU)
+#                                                                     -> pytest_gpu.{xml,json,log}
+#   3. geometry at n = 8192, V = 30522 (Hellinger vs GEMM roofline and torch.cdist, sharded path,
+#      classical MDS vs torch.linalg.eigh, SMACOF; benchmarks.gpu_geometry) -> geometry_gpu.json
+#   4. training throughput and MFU of a BERT-base encoder (12 x 768, T = 512, batch 32) in bf16
+#      with cuDNN attention, one process per PE, against x-transformers on the same GPU
+#                                                  -> training_<pe>/training.json, training.json
+#   5. the step taken apart (forward+backward, body without the LM head, optimiser; LM head in
+#      bf16 and in float32; benchmarks.step_profile)                  -> step_profile.json
+#   6. if the budget allows, step 4 with XLA attention (GPU_CHECK_XLA_PES, default none alibi)
+#                                                                     -> training_xla.json
+#   7. summary.json: exit status and seconds of every step.
+# GPU_CHECK_SKIP=geometry,training,... skips steps by the first word of their name (pytest,
+# geometry, training, xla, profile).
+# Without a CUDA-enabled JAX the script writes summary.json with "status": "no_cuda_jax" and exits
+# with status 3 instead of failing half-way. Dry run of the plumbing on a CPU machine:
+#   GPU_CHECK_ALLOW_CPU=1 GPU_CHECK_SMALL=1 bash benchmarks/gpu_check.sh
+# GPU_CHECK_PYTHON picks the interpreter (default: .venv/bin/python if present, else python3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${OUT:-runs/gpu_check}"
-mkdir -p "$OUT"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX and PyTorch share the GPU in step 4
+RES="${GPU_CHECK_OUT:-${OUT:-runs/gpu_check}}"
+mkdir -p "$RES"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX and PyTorch share the GPU
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
-declare -A STATUS
+BUDGET="${GPU_CHECK_BUDGET_S:-480}"
+declare -A STATUS SECONDS_OF
 
 log() { echo "[gpu_check +$(( $(date +%s) - START ))s] $*"; }
+
+# seconds a step may take: its own cap, or what is left of the budget (minus 10 s for the rest)
+cap() {
+  local left=$(( BUDGET - ($(date +%s) - START) - 10 ))
+  if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+
+# run a step: step NAME CAP LOG command...  (output to LOG, its tail on the console; records the
+# exit status and seconds; no pipe around it, so the records stay in this shell)
+step() {
+  local name=$1 limit t0 logfile=$3; limit=$(cap "$2"); shift 3
+  if [[ ",${GPU_CHECK_SKIP:-}," == *",${name%%_*},"* ]]; then
+    log "$name: skipped (GPU_CHECK_SKIP)"; STATUS[$name]='"skipped"'; return
+  fi
+  if [ "$limit" -lt 20 ]; then
+    log "$name: skipped (budget spent)"; STATUS[$name]='"skipped"'; return
+  fi
+  log "$name (at most ${limit}s)"
+  t0=$(date +%s)
+  timeout "$limit" "$@" > "$logfile" 2>&1
+  STATUS[$name]=$?
+  SECONDS_OF[$name]=$(( $(date +%s) - t0 ))
+  tail -n "${TAIL:-6}" "$logfile"
+}
 
 summary() {  # summary.json from STATUS; $1 = overall status word
   {
     echo "{"
-    echo "  \"status\": \"$1\", \"seconds\": $(( $(date +%s) - START )),"
+    echo "  \"status\": \"$1\", \"seconds\": $(( $(date +%s) - START )), \"budget_s\": $BUDGET,"
     echo "  \"python\": \"${PY:-}\", \"steps\": {"
     local first=1
     for k in "${!STATUS[@]}"; do
       [ $first -eq 1 ] || echo ","
-      printf '    "%s": %s' "$k" "${STATUS[$k]}"
+      printf '    "%s": {"status": %s, "seconds": %s}' "$k" "${STATUS[$k]}" "${SECONDS_OF[$k]:-0}"
       first=0
     done
     echo ""
     echo "  }"
     echo "}"
-  } > "$OUT/summary.json"
+  } > "$RES/summary.json"
 }
 
-# --- 1. environment ---------------------------------------------------------------------------
-if [ -x .venv/bin/python ]; then PY="$(pwd)/.venv/bin/python"; else PY="$(command -v python3)"; fi
+# --- 0. packages ------------------------------------------------------------------------------
+if [ -n "${GPU_CHECK_PYTHON:-}" ]; then PY="$GPU_CHECK_PYTHON"
+elif [ -x .venv/bin/python ]; then PY="$(pwd)/.venv/bin/python"; else PY="$(command -v python3)"; fi
 log "python: $PY"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
-  | tee "$OUT/nvidia_smi.txt" || log "nvidia-smi not found"
-
-backend() { "$PY" -c "import jax; print(jax.default_backend())" 2>/dev/null; }
-if [ "$(backend)" != "gpu" ] && [ -z "${GPU_CHECK_NO_INSTALL:-}" ]; then
-  JAXV="$("$PY" -c 'import jax; print(jax.__version__)' 2>/dev/null)"
-  log "JAX ${JAXV:-missing} does not see a GPU; trying to install jax[cuda12]==${JAXV}"
-  if command -v uv >/dev/null 2>&1; then
-    timeout 150 uv pip install --python "$PY" "jax[cuda12]==${JAXV}" >"$OUT/install.log" 2>&1
-  else
-    timeout 150 "$PY" -m pip install "jax[cuda12]==${JAXV}" >"$OUT/install.log" 2>&1
+if compgen -G ".whl/*.whl" >/dev/null; then
+  SITE="${TMPDIR:-/tmp}/posjax_gpu_site"
+  log "installing $(ls .whl/*.whl | wc -l) carried wheels into $SITE"
+  if "$PY" -m pip --version >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$SITE" .whl/*.whl >"$RES/install.log" 2>&1
+  else  # a uv-made virtual environment has no pip
+    uv pip install -q --python "$PY" --no-index --no-deps --target "$SITE" .whl/*.whl \
+      >"$RES/install.log" 2>&1
   fi
+  STATUS[wheels]=$?
+  export PYTHONPATH="$SITE:$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
+else
+  export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
+fi
+backend() { "$PY" -c "import jax; print(jax.default_backend())" 2>/dev/null; }
+if [ "$(backend)" != "gpu" ] && [ -z "${GPU_CHECK_NO_INSTALL:-}${GPU_CHECK_ALLOW_CPU:-}" ]; then
+  JAXV="$("$PY" -c 'import jax; print(jax.__version__)' 2>/dev/null)"
+  log "JAX ${JAXV:-missing} does not see a GPU; trying pip install jax[cuda12]==${JAXV}"
+  timeout "$(cap 150)" "$PY" -m pip install "jax[cuda12]==${JAXV}" >>"$RES/install.log" 2>&1
   STATUS[install]=$?
 fi
 if [ "$(backend)" != "gpu" ] && [ -z "${GPU_CHECK_ALLOW_CPU:-}" ]; then
-  log "no CUDA-enabled JAX (no network, install failed or skipped: see $OUT/install.log);" \
-      "GPU checks not run"
+  log "no CUDA-enabled JAX (see $RES/install.log); GPU checks not run"
   summary "no_cuda_jax"
   exit 3
 fi
-"$PY" - <<'EOF' | tee "$OUT/devices.json"
-import json, jax
+
+# --- 1. environment ---------------------------------------------------------------------------
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
+  > "$RES/nvidia_smi.txt" 2>/dev/null || echo "nvidia-smi not found" > "$RES/nvidia_smi.txt"
+"$PY" - "$RES" <<'EOF'
+import importlib, json, platform, sys
+import jax
+mods = {}
+for name in ("jax", "jaxlib", "flax", "optax", "orbax.checkpoint", "numpy", "torch",
+             "x_transformers"):
+    try:
+        m = importlib.import_module(name)
+        mods[name] = getattr(m, "__version__", "?")
+    except Exception as e:  # noqa: BLE001
+        mods[name] = f"missing ({type(e).__name__})"
 d = jax.devices()[0]
-print(json.dumps({"jax": jax.__version__, "backend": jax.default_backend(),
-                  "devices": [str(x) for x in jax.devices()],
-                  "device_kind": getattr(d, "device_kind", "")}))
+env = {"backend": jax.default_backend(), "devices": [str(x) for x in jax.devices()],
+       "device_kind": getattr(d, "device_kind", ""), "python": platform.python_version(),
+       "versions": mods}
+json.dump(env, open(f"{sys.argv[1]}/environment.json", "w"), indent=2)
+print(json.dumps(env))
 EOF
 
 # --- 2. GPU-marked tests ----------------------------------------------------------------------
-log "pytest -m gpu"
-timeout 120 "$PY" -m pytest -m gpu -q -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml" \
-  tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -n 25
-STATUS[pytest_gpu]=${PIPESTATUS[0]}
-"$PY" - "$OUT" <<'EOF'
+mapfile -t GPU_TESTS < <(grep -rl "pytest.mark.gpu" tests --include="test_*.py")
+TAIL=15 step pytest_gpu 120 "$RES/pytest_gpu.log" "$PY" -m pytest -m gpu -q -p no:cacheprovider \
+  --junitxml="$RES/pytest_gpu.xml" "${GPU_TESTS[@]}"
+"$PY" - "$RES" <<'EOF'
 import json, sys, xml.etree.ElementTree as ET
 out = sys.argv[1]
 try:
@@ -104,49 +160,67 @@ json.dump(res, open(f"{out}/pytest_gpu.json", "w"), indent=2)
 EOF
 
 # --- 3. geometry at n = 8192, V = 30522 --------------------------------------------------------
-GN="${GEOMETRY_N:-8192}"; GV="${GEOMETRY_V:-30522}"
-log "geometry n=$GN V=$GV"
-timeout 120 "$PY" - "$OUT" "$GN" "$GV" <<'EOF' 2>&1 | tail -n 20
-import json, subprocess, sys, time
-import numpy as np
-out, n, V = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-res = {"n": n, "V": V}
-# benchmarks.geometry's own memory case (single-device tiled hellinger_matrix), when present
-try:
-    p = subprocess.run([sys.executable, "-m", "benchmarks.geometry", "--_memory-case", str(n),
-                        str(V), "0"], capture_output=True, text=True, timeout=90)
-    res["single_device"] = (json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0
-                            else {"error": p.stderr.strip()[-500:]})
-except Exception as e:  # noqa: BLE001
-    res["single_device"] = {"error": f"{type(e).__name__}: {e}"}
-# the sharded path (row blocks over every visible GPU)
-try:
-    import jax
-    from posjax import distributed as dist
-    P = np.random.default_rng(0).dirichlet(np.full(V, 0.1), n).astype(np.float32)
-    t = time.perf_counter(); D = jax.block_until_ready(dist.sharded_hellinger_matrix(P))
-    first = time.perf_counter() - t
-    t = time.perf_counter(); D = jax.block_until_ready(dist.sharded_hellinger_matrix(P))
-    res["sharded"] = {"seconds": time.perf_counter() - t, "first_call_s": first,
-                      "devices": len(jax.devices()), "max_D": float(D.max())}
-except Exception as e:  # noqa: BLE001
-    res["sharded"] = {"error": f"{type(e).__name__}: {e}"}
-json.dump(res, open(f"{out}/geometry_{n}.json", "w"), indent=2)
-print(json.dumps(res, indent=2))
-EOF
-STATUS[geometry]=${PIPESTATUS[0]}
-
-# --- 4. training throughput and MFU -----------------------------------------------------------
-log "training benchmark (BERT-base, bf16, cuDNN attention)"
-TRAINING_ARGS="${TRAINING_ARGS:---size bert-base --dtype bfloat16 --attention-impl cudnn --mfu \
---pes none,rope,alibi,t5 --steps 10 --rounds 3}"
+if [ -n "${GPU_CHECK_SMALL:-}" ]; then GEO="--n 256 --V 2048 --mds-n 256 --repeats 1"; else
+  GEO="--n ${GEOMETRY_N:-8192} --V ${GEOMETRY_V:-30522} --mds-n ${GEOMETRY_N:-8192}"; fi
 # shellcheck disable=SC2086  # word splitting of the argument string is intended
-timeout 180 "$PY" -m benchmarks.training $TRAINING_ARGS --out "$OUT" 2>&1 \
-  | tee "$OUT/training.log" | tail -n 20
-STATUS[training]=${PIPESTATUS[0]}
+TAIL=12 step geometry 100 "$RES/geometry.log" "$PY" -m benchmarks.gpu_geometry $GEO --out "$RES"
 
+# --- 4. training throughput and MFU, one process per PE ----------------------------------------
+if [ -n "${GPU_CHECK_SMALL:-}" ]; then
+  TRAIN="--quick --dtype float32 --steps 1 --rounds 1"; PES="none alibi"
+else
+  TRAIN="--size bert-base --dtype bfloat16 --mfu --steps 10 --rounds 3"; PES="none rope alibi t5"
+fi
+for pe in $PES; do
+  # shellcheck disable=SC2086
+  TAIL=4 step "training_$pe" 80 "$RES/training_$pe.log" "$PY" -m benchmarks.training $TRAIN \
+    --attention-impl cudnn --pes "$pe" --out "$RES/training_$pe"
+done
+
+# --- 5. where the step time goes (forward / backward / head / optimiser), LM head bf16 vs f32 ---
+if [ -n "${GPU_CHECK_SMALL:-}" ]; then PROF="--size quick --dtype float32 --steps 1 --rounds 1"
+else PROF="--size bert-base --dtype bfloat16 --attention-impl cudnn --pieces grad,body,step"; fi
+# shellcheck disable=SC2086
+TAIL=10 step profile 100 "$RES/step_profile.log" "$PY" -m benchmarks.step_profile $PROF --out "$RES"
+
+# --- 6. XLA attention instead of cuDNN (posjax only), if the budget allows --------------------
+for pe in ${GPU_CHECK_XLA_PES:-none alibi}; do
+  # shellcheck disable=SC2086
+  TAIL=3 step "xla_$pe" 60 "$RES/training_xla_$pe.log" "$PY" -m benchmarks.training \
+    $TRAIN --attention-impl xla --no-torch --pes "$pe" --out "$RES/training_xla_$pe"
+done
+"$PY" - "$RES" <<'EOF'  # merge the per-PE rows, step time relative to NoPE
+import glob, json, os, sys
+out = sys.argv[1]
+for kind, pattern in (("training", "training_[!x]*"), ("training_xla", "training_xla_*")):
+    rows = []
+    for d in sorted(glob.glob(os.path.join(out, pattern))):
+        f = os.path.join(d, "training.json")
+        if os.path.isdir(d) and os.path.exists(f):
+            meta = json.load(open(os.path.join(d, "training_meta.json")))
+            rows += [dict(r, attention_impl=meta.get("attention_impl"),
+                          device_kind=meta.get("device_kind")) for r in json.load(open(f))]
+    nope = next((r for r in rows if r["pe"] == "none"), None)
+    for r in rows:
+        if nope:
+            r["posjax_vs_nope"] = r["posjax_step_ms"] / nope["posjax_step_ms"]
+            if r.get("torch_step_ms") and nope.get("torch_step_ms"):
+                r["torch_vs_nope"] = r["torch_step_ms"] / nope["torch_step_ms"]
+    json.dump(rows, open(os.path.join(out, f"{kind}.json"), "w"), indent=2)
+    for r in rows:
+        mfu = r.get("mfu")
+        print(f"{kind:13s} {r['pe']:6s} posjax {r['posjax_tokens_per_s']:>10,.0f} tok/s "
+              f"({r['posjax_step_ms']:.1f} ms)  torch "
+              + (f"{r['torch_tokens_per_s']:>10,.0f} tok/s  ratio {r['ratio']:.2f}x"
+                 if r.get("torch_tokens_per_s") else "-")
+              + (f"  MFU {100 * mfu:.1f}%" if mfu else ""))
+EOF
+
+# --- 7. summary ---------------------------------------------------------------------------------
 ok=ok
-for k in "${!STATUS[@]}"; do [ "${STATUS[$k]}" -eq 0 ] || ok=failed; done
+for k in "${!STATUS[@]}"; do
+  [ "${STATUS[$k]}" = 0 ] || [ "${STATUS[$k]}" = '"skipped"' ] || ok=failed
+done
 summary "$ok"
-log "done: $ok; results in $OUT"
+log "done: $ok; results in $RES"
 [ "$ok" = ok ]

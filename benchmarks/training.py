@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.training [--quick] [--out DIR] [--pes none,rope,...] [--size S]
         [--dtype float32|bfloat16] [--attention-impl xla|cudnn] [--threads N] [--mfu]
+        [--no-keep-host-memory]
 
 For each PE (none, sinusoidal, rope, alibi, t5) one run builds, at the same size, a posjax
 ``LanguageModel`` (bidirectional encoder + token head) and an x-transformers
@@ -27,6 +28,17 @@ are timed alternately for the two libraries, synchronising at the end of each ro
 round (the machine may be shared; the median is recorded too). Prints a table of tokens/s and
 ratios and writes ``DIR/training.json`` (a list of rows ``{"pe", "posjax_tokens_per_s",
 "torch_tokens_per_s", "ratio", ...}``, ``ratio = posjax / torch``) and ``DIR/training_meta.json``.
+
+``--threads N`` confines the whole process to N CPUs (``os.sched_setaffinity``, before JAX
+starts: the XLA:CPU client sizes its thread pool from the affinity mask, while
+``--xla_cpu_multi_thread_eigen=false`` alone still let the step use every core) and sets
+``torch.set_num_threads(N)`` / ``set_num_interop_threads(N)``; both libraries then run on the
+same N CPUs. On CPU, the process keeps freed host memory (``posjax.cpu.keep_host_memory``:
+glibc ``M_MMAP_MAX=0``, a high ``M_TRIM_THRESHOLD``), for both libraries alike: otherwise
+XLA:CPU's per-step temporary buffer (above glibc's 32 MiB mmap ceiling) is mapped and
+page-faulted in anew every step, which cost ~20 ms of an ~85 ms one-thread ``--quick`` step
+(PyTorch's step: a few ms). ``--no-keep-host-memory`` measures with glibc's defaults. The
+settings used are recorded in ``training_meta.json`` (``cpus``, ``keep_host_memory``).
 
 On a GPU, ``--mfu`` (default there) adds the model FLOPs utilisation of the posjax step:
 ``(6 N + 12 L T d) tokens / step_time / peak``, with N the parameters that take part in matrix
@@ -285,19 +297,22 @@ def print_table(rows: list[dict]) -> None:
         print(line)
 
 
-def _set_threads(n: int | None) -> None:
-    """Limit both libraries to ``n`` intra-op threads (before JAX is imported)."""
+def _set_threads(n: int | None) -> list[int] | None:
+    """Confine the process (both libraries) to ``n`` CPUs, before JAX starts; returns them.
+
+    The XLA:CPU client sizes its thread pool from the CPU affinity (``XLA_FLAGS`` has no thread
+    count: ``intra_op_parallelism_threads=1`` there is not a flag and was silently ignored, and
+    with ``--xla_cpu_multi_thread_eigen=false`` alone a "one-thread" step still ran on 2 cores).
+    """
     if not n:
-        return
-    flags = os.environ.get("XLA_FLAGS", "")
-    eigen = "true" if n > 1 else "false"
-    os.environ["XLA_FLAGS"] = (f"{flags} --xla_cpu_multi_thread_eigen={eigen}"
-                               f" intra_op_parallelism_threads={n}").strip()
+        return None
+    from posjax.cpu import limit_threads
+    return limit_threads(n)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small model, fewer rounds (< 3 min)")
+    ap.add_argument("--quick", action="store_true", help="small model (< 3 min)")
     ap.add_argument("--out", default="runs/benchmarks", help="directory for training.json")
     ap.add_argument("--pes", default=",".join(PES), help="comma-separated PE names")
     ap.add_argument("--size", choices=sorted(SIZES), default=None,
@@ -317,12 +332,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--no-torch", action="store_true", help="time posjax only")
     ap.add_argument("--mfu", action="store_true", default=None, help="report MFU (GPU default)")
     ap.add_argument("--peak-tflops", type=float, default=None, help="device peak for the MFU")
+    ap.add_argument("--keep-host-memory", action=argparse.BooleanOptionalAction, default=True,
+                    help="on CPU, keep freed host memory for reuse (glibc mallopt; both "
+                         "libraries; default on)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
-    _set_threads(args.threads)
+    cpus = _set_threads(args.threads)
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share a GPU with torch
     import jax
+
+    kept = False
+    if args.keep_host_memory and jax.default_backend() == "cpu":
+        from posjax.cpu import keep_host_memory
+        kept = keep_host_memory()
 
     on_gpu = jax.default_backend() == "gpu"
     size_name = args.size or ("quick" if args.quick else ("bert-base" if on_gpu else "cpu"))
@@ -331,8 +354,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     size["seq"] = args.seq or size["seq"]
     args.dtype = args.dtype or ("bfloat16" if on_gpu else "float32")
     args.mfu = on_gpu if args.mfu is None else args.mfu
-    args.steps = args.steps or (2 if args.quick else 3)
-    args.rounds = args.rounds or (5 if args.quick else 8)
+    args.steps = args.steps or 3  # --quick: 3 x 8 rounds too (~1 min): shorter rounds were
+    args.rounds = args.rounds or 8  # within load noise of each other on a shared 2-core machine
     pes = [p.strip() for p in args.pes.split(",") if p.strip()]
     unknown = sorted(set(pes) - set(PES))
     if unknown:
@@ -346,6 +369,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             import torch
             if args.threads:
                 torch.set_num_threads(args.threads)
+                try:
+                    torch.set_num_interop_threads(args.threads)
+                except RuntimeError:  # already set, or inter-op work already started
+                    pass
         else:
             print(f"PyTorch/x-transformers not available ({reason}); reporting posjax only - "
                   "install the peers with `uv sync --group benchmarks`")
@@ -374,6 +401,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     meta = {"size": size_name, **size, "dtype": args.dtype,
             "attention_impl": args.attention_impl, "steps_per_round": args.steps,
             "rounds": args.rounds, "warmup": args.warmup, "threads": args.threads,
+            "cpus": cpus, "keep_host_memory": kept,
             "timing": "best round (median also recorded); compile excluded",
             "device": str(jax.devices()[0]),
             "device_kind": getattr(jax.devices()[0], "device_kind", ""),
@@ -388,9 +416,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         import x_transformers
 
         meta.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
+                    torch_interop_threads=torch.get_num_interop_threads(),
                     x_transformers=getattr(x_transformers, "__version__", None)
                     or _dist_version("x-transformers"))
-    print(f"\n{json.dumps({k: meta[k] for k in ('size', 'dtype', 'device', 'wall_s')})}")
+    shown = ("size", "dtype", "device", "threads", "cpus", "keep_host_memory", "wall_s")
+    print(f"\n{json.dumps({k: meta[k] for k in shown})}")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "training.json")
     with open(path, "w") as fh:

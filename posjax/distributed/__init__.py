@@ -7,8 +7,8 @@
 >>> P, N = dist.sharded_positional_distributions(tokens, vocab_size=V, mesh=mesh)
 >>> D = dist.sharded_hellinger_matrix(P, mesh=mesh)
 """
-from posjax.distributed.mesh import (DATA, MODEL, data_sharding, initialize, make_mesh,
-                                     mesh_summary, replicated)
+from posjax.distributed.mesh import (DATA, MODEL, data_sharding, initialize, is_main_process,
+                                     make_mesh, mesh_summary, replicated)
 from posjax.distributed.training import (check_batch_divisible, param_name, param_shardings,
                                          place_state, shard_batch, state_shardings,
                                          tensor_parallel_spec)
@@ -18,9 +18,9 @@ from posjax.distributed.counting import (sharded_positional_counts,
                                          sharded_positional_distributions)
 
 __all__ = [
-    "DATA", "MODEL", "check_batch_divisible", "data_sharding", "initialize", "make_mesh",
-    "mesh_summary", "param_name", "param_shardings", "place_state", "replicated", "row_mesh",
-    "shard_batch", "sharded_bhattacharyya", "sharded_hellinger_matrix",
+    "DATA", "MODEL", "check_batch_divisible", "data_sharding", "initialize", "is_main_process",
+    "make_mesh", "mesh_summary", "param_name", "param_shardings", "place_state", "replicated",
+    "row_mesh", "shard_batch", "sharded_bhattacharyya", "sharded_hellinger_matrix",
     "sharded_positional_counts", "sharded_positional_distributions", "state_shardings",
     "tensor_parallel_spec",
 ]

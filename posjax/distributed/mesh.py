@@ -16,8 +16,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["DATA", "MODEL", "initialize", "make_mesh", "data_sharding", "replicated",
-           "mesh_summary"]
+__all__ = ["DATA", "MODEL", "initialize", "is_main_process", "make_mesh", "data_sharding",
+           "replicated", "mesh_summary"]
 
 DATA = "data"
 MODEL = "model"
@@ -76,6 +76,14 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         jax.distributed.initialize(local_device_ids=local_device_ids, **kwargs)
         return True
     return False
+
+
+def is_main_process() -> bool:
+    """True on process 0, the one that writes logs and run records (always True on one process).
+
+    Work that every process must share (orbax checkpoint saves, jitted steps) is not guarded.
+    """
+    return jax.process_index() == 0
 
 
 def make_mesh(data: int | None = None, model: int = 1, *,

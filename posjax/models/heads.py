@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from posjax.models.attention import dense
 from posjax.models.config import TransformerConfig
 from posjax.models.transformer import Transformer
 
@@ -30,11 +31,14 @@ def pool(hidden: jax.Array, pooling: str, padding_mask: jax.Array | None = None)
     raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
 
 
-def _with_head(model: nnx.Module, head, tokens, *, return_attention: bool, **kwargs):
-    """Run ``model.transformer`` and apply ``head`` to its float32 hidden states."""
+def _with_head(model: nnx.Module, head, tokens, *, return_attention: bool,
+               hidden_dtype=jnp.float32, **kwargs):
+    """Run ``model.transformer``, apply ``head`` to its hidden states cast to ``hidden_dtype``;
+    the logits are at least float32 (bfloat16 head outputs are cast up for the loss)."""
     out = model.transformer(tokens, return_attention=return_attention, **kwargs)
     hidden, weights = out if return_attention else (out, None)
-    logits = head(hidden.astype(jnp.float32))
+    logits = head(hidden.astype(hidden_dtype))
+    logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
     return (logits, weights) if return_attention else logits
 
 
@@ -71,16 +75,22 @@ class LanguageModel(nnx.Module):
         self.config = config
         self.transformer = Transformer(config, rngs=rngs)
         self.tie_embeddings = tie_embeddings
-        self.head = None if tie_embeddings else nnx.Linear(config.d_model, config.vocab_size, rngs=rngs)
+        self.head_dtype = (config.jnp_dtype if config.lm_head_dtype == "compute"
+                           else jnp.dtype(jnp.float32))
+        self.head = None if tie_embeddings else nnx.Linear(
+            config.d_model, config.vocab_size, dtype=self.head_dtype, rngs=rngs)
 
     def _logits(self, hidden: jax.Array) -> jax.Array:
         if self.tie_embeddings:
-            return hidden @ self.transformer.embed.embedding[...].T
-        return self.head(hidden)
+            flat = hidden.reshape(-1, hidden.shape[-1])  # one matrix product (see `dense`)
+            table = self.transformer.embed.embedding[...].astype(self.head_dtype)
+            return (flat @ table.T).reshape(*hidden.shape[:-1], -1)
+        return dense(self.head, hidden)
 
     def __call__(self, tokens, *, positions=None, padding_mask=None, deterministic=True,
                  rngs=None, head_mask=None, return_attention=False):
         """Logits ``[B, T, V]`` (and attention weights); arguments as ``Transformer``."""
         return _with_head(self, self._logits, tokens, positions=positions,
                           padding_mask=padding_mask, deterministic=deterministic, rngs=rngs,
-                          head_mask=head_mask, return_attention=return_attention)
+                          head_mask=head_mask, return_attention=return_attention,
+                          hidden_dtype=self.head_dtype)

@@ -7,7 +7,7 @@ from flax import nnx
 
 from posjax import encodings
 from posjax.encodings.base import PositionalEncoding, batch_positions
-from posjax.models.attention import SelfAttention, broadcast_bias
+from posjax.models.attention import SelfAttention, broadcast_bias, dense
 from posjax.models.config import TransformerConfig
 
 _ACT = {"gelu": jax.nn.gelu, "relu": jax.nn.relu, "silu": jax.nn.silu}
@@ -23,7 +23,7 @@ class MLP(nnx.Module):
         self.trailing = cfg.mlp_trailing_activation
 
     def __call__(self, x):
-        y = self.down(self.act(self.up(x)))
+        y = dense(self.down, self.act(dense(self.up, x)))
         return self.act(y) if self.trailing else y
 
 
@@ -143,7 +143,8 @@ class Transformer(nnx.Module):
             if head_mask.shape != (cfg.num_layers, cfg.num_heads):
                 raise ValueError(f"head_mask must have shape {(cfg.num_layers, cfg.num_heads)}, "
                                  f"got {head_mask.shape}")
-        x = self.embed(tokens).astype(cfg.jnp_dtype)
+        x = (self.embed(tokens) if cfg.input_dim is None else dense(self.embed, tokens)
+             ).astype(cfg.jnp_dtype)
         if not cfg.pe_every_layer:
             x = self.pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
         x = self.drop(x, deterministic=deterministic, rngs=rngs)

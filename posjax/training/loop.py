@@ -3,6 +3,10 @@
 ``train(model, loss_fn, batches, config, out_dir=...)`` runs jitted optimiser steps on an NNX
 model, logs JSON lines, shows a progress bar, checkpoints with orbax, resumes from the latest
 checkpoint of the same run, saves on SIGTERM/Ctrl-C, and stops on a non-finite loss.
+
+In a multi-process (multi-host) run every process calls ``train`` with the same arguments: all of
+them take part in the steps and in the orbax checkpoints (each writes its own shards), while only
+process 0 writes ``metrics.jsonl`` and ``config.json`` and shows the progress bar.
 """
 from __future__ import annotations
 
@@ -58,7 +62,10 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _check_run_config(out_dir: str, record: dict[str, Any]) -> None:
+def _check_run_config(out_dir: str, record: dict[str, Any], *, write: bool = True) -> None:
+    """Refuse ``out_dir`` when it holds another configuration; record ``record`` there when it
+    holds none and ``write`` (process 0 only). The file is replaced atomically, so a process that
+    reads it while process 0 writes it sees either no file or the whole record."""
     path = os.path.join(out_dir, "config.json")
     if os.path.exists(path):
         with open(path) as f:
@@ -66,10 +73,12 @@ def _check_run_config(out_dir: str, record: dict[str, Any]) -> None:
         if old != record:
             raise ValueError(f"{out_dir} holds a run with a different configuration "
                              f"(see {path}); use another out_dir or delete it to start over")
-    else:
+    elif write:
         os.makedirs(out_dir, exist_ok=True)
-        with open(path, "w") as f:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
             json.dump(record, f, indent=2, sort_keys=True)
+        os.replace(tmp, path)
 
 
 def _step_function(graphdef, loss_fn: LossFn, tx):
@@ -146,13 +155,16 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
         state is placed with :func:`posjax.distributed.place_state` (replicated, or split
         tensor-parallel over ``"model"``) and every batch is split over ``"data"`` by
         :func:`posjax.distributed.shard_batch` (``batches(step)`` returns the global batch).
-        None (default): the default device, unchanged behaviour.
+        None (default): the default device, unchanged behaviour. On resumption the checkpoint
+        is restored straight into the placed state, each leaf with its sharding.
 
     Returns:
       A :class:`TrainResult`. On SIGTERM/Ctrl-C a checkpoint is saved and KeyboardInterrupt is
       re-raised; on a non-finite loss :class:`TrainingDiverged` is raised.
     """
     from tqdm.auto import tqdm
+
+    from posjax.distributed.mesh import is_main_process
 
     tx = make_optimizer(config)
     schedule = make_schedule(config)
@@ -161,19 +173,22 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
     step_fn = _cached_step(graphdef, loss_fn, config)
     base_key = jax.random.key(config.seed)
 
+    main = is_main_process()  # logs, run record and progress bar: process 0 only
+    if mesh is not None:  # placed before a restore, which then keeps each leaf's sharding
+        from posjax.distributed.training import place_state, shard_batch
+        params, opt_state, rest = place_state(mesh, params, opt_state, rest)
+
     ckpt, start, resumed, log = None, 0, None, None
     if out_dir is not None:
         record = jsonable({"train": config, "run": run_config or {}})
         record["train"].pop("progress", None)
-        _check_run_config(out_dir, record)
+        _check_run_config(out_dir, record, write=main)
         ckpt = Checkpointer(os.path.join(out_dir, "checkpoints"), keep=config.keep_checkpoints)
         if ckpt.latest_step() is not None:
             start, (params, opt_state) = ckpt.restore((params, opt_state))
             resumed = start
-        log = open(os.path.join(out_dir, "metrics.jsonl"), "a")
-    if mesh is not None:
-        from posjax.distributed.training import place_state, shard_batch
-        params, opt_state, rest = place_state(mesh, params, opt_state, rest)
+        if main:
+            log = open(os.path.join(out_dir, "metrics.jsonl"), "a")
 
     def write(row: dict[str, Any]) -> None:
         if log is not None:
@@ -216,7 +231,7 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
         pending.clear()
 
     step = start
-    bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not config.progress,
+    bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not (config.progress and main),
                leave=False, dynamic_ncols=True)
     try:
         with _sigterm_as_interrupt():
@@ -248,7 +263,7 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
             save(step)
         finally:
             nnx.update(model, params)
-        if ckpt is not None:
+        if ckpt is not None and main:
             print(f"\ninterrupted at step {step}; checkpoint saved in {ckpt.directory}; "
                   "rerun the same command to resume", flush=True)
         raise

@@ -1,6 +1,7 @@
 """GPU checks (``pytest -m gpu``, run by ``benchmarks/gpu_check.sh``); skipped without a GPU.
 
-cuDNN fused attention must agree with XLA attention, with and without an ALiBi / T5 bias,
+cuDNN fused attention must agree with XLA attention (jax's and posjax's default einsum path),
+with and without an ALiBi / T5 bias,
 forward and backward, in bfloat16; and a bf16 training step of a BERT-shaped encoder must be
 finite and must not fall back from cuDNN. Tolerances are bf16 ones: both kernels round q, k, v
 and the output to bf16 (8 mantissa bits, relative step 2^-8 = 3.9e-3) but accumulate in float32.
@@ -47,22 +48,28 @@ def test_cudnn_matches_xla_forward_and_backward(kind):
     assert attn.cudnn_unsupported(q, k, bias, None, 0.125) is None
 
     def loss(q, k, v, impl):
-        out = attn.dot_product_attention(q, k, v, bias=bias, mask=None, scale=0.125,
-                                         implementation=impl)
+        if impl == "posjax_xla":  # the default path of SelfAttention (two einsums)
+            out = attn.xla_attention(q, k, v, bias=bias, mask=None, scale=0.125)
+        else:
+            out = attn.dot_product_attention(q, k, v, bias=bias, mask=None, scale=0.125,
+                                             implementation=impl)
         return jnp.sum(out.astype(jnp.float32) ** 2), out
+
+    def run(impl):
+        return jax.jit(jax.value_and_grad(lambda *a: loss(*a, impl), argnums=(0, 1, 2),
+                                          has_aux=True))(q, k, v)
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no fallback allowed here
-        (_, out_c), g_c = jax.jit(jax.value_and_grad(
-            lambda *a: loss(*a, "cudnn"), argnums=(0, 1, 2), has_aux=True))(q, k, v)
-    (_, out_x), g_x = jax.jit(jax.value_and_grad(
-        lambda *a: loss(*a, "xla"), argnums=(0, 1, 2), has_aux=True))(q, k, v)
-    np.testing.assert_allclose(np.asarray(out_c, np.float32), np.asarray(out_x, np.float32),
-                               atol=BF16_TOL, rtol=BF16_TOL)
-    for a, b in zip(g_c, g_x):
-        scale = float(jnp.max(jnp.abs(b.astype(jnp.float32))))
-        np.testing.assert_allclose(np.asarray(a, np.float32) / scale,
-                                   np.asarray(b, np.float32) / scale, atol=BF16_TOL)
+        (_, out_c), g_c = run("cudnn")
+    for impl in ("xla", "posjax_xla"):
+        (_, out_x), g_x = run(impl)
+        np.testing.assert_allclose(np.asarray(out_c, np.float32), np.asarray(out_x, np.float32),
+                                   atol=BF16_TOL, rtol=BF16_TOL)
+        for a, b in zip(g_c, g_x):
+            scale = float(jnp.max(jnp.abs(b.astype(jnp.float32))))
+            np.testing.assert_allclose(np.asarray(a, np.float32) / scale,
+                                       np.asarray(b, np.float32) / scale, atol=BF16_TOL)
 
 
 @pytest.mark.parametrize("pe", ["none", "alibi", "t5"])
@@ -99,3 +106,18 @@ def test_sharded_hellinger_on_gpu_matches_single_device_path():
     D0 = hellinger_matrix(P)
     D1 = dist.sharded_hellinger_matrix(P)
     assert float(jnp.max(jnp.abs(D0 - D1))) <= 2e-6
+
+
+def test_hellinger_on_gpu_is_full_float32_not_tf32():
+    """The Gram GEMM runs at HIGHEST precision: on an NVIDIA GPU the default float32 matmul
+    rounds its inputs to TF32 (10 mantissa bits; a simulated TF32 Gram gives errors of 1.8e-5
+    here); the result must stay within float32 rounding (4e-7 on a CPU) of a float64 one."""
+    from posjax.geometry import hellinger_matrix
+
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.full(4096, 0.1), 384)
+    D = np.asarray(hellinger_matrix(P.astype(np.float32)), np.float64)
+    S = np.sqrt(P)
+    ref = np.sqrt(np.maximum(2.0 - 2.0 * (S @ S.T), 0.0))
+    np.fill_diagonal(ref, 0.0)
+    assert np.max(np.abs(D - ref)) <= 2e-6

@@ -140,3 +140,68 @@ def test_every_layer_pe_can_share_one_table():
     t = _tokens()
     # same parameters, but re-adding the table at block 1 changes the output
     assert float(jnp.abs(model(t) - once(t)).max()) > 1e-4
+
+
+# --- the LM head's dtype (TransformerConfig.lm_head_dtype) ----------------------------------------
+def test_lm_head_dtype_is_validated():
+    with pytest.raises(ValueError, match="lm_head_dtype"):
+        TransformerConfig(lm_head_dtype="bfloat16")
+
+
+def test_lm_head_dtype_compute_vs_float32():
+    """bf16 model: the "compute" head multiplies in bf16 (logits differ from the float32 head's
+    by bf16 rounding only, and are cast to float32); a float32 model gets identical logits."""
+    from posjax.models import LanguageModel
+
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 128, (2, 16)), jnp.int32)
+    for dtype in ("bfloat16", "float32"):
+        out = {}
+        for head in ("compute", "float32"):
+            cfg = TransformerConfig(dtype=dtype, lm_head_dtype=head)
+            model = LanguageModel(cfg, rngs=nnx.Rngs(0))
+            assert model.head.kernel[...].dtype == jnp.float32  # parameters stay float32
+            out[head] = np.asarray(model(tokens))
+            assert out[head].dtype == np.float32
+        diff = np.abs(out["compute"] - out["float32"]).max()
+        if dtype == "float32":
+            assert diff == 0.0
+        else:
+            assert 0.0 < diff <= 0.05 * np.abs(out["float32"]).max()
+
+
+# --- the XLA attention path and the flattened projections ------------------------------------------
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 1e-6), (jnp.bfloat16, 1e-2)])
+def test_xla_attention_matches_jax_dot_product_attention(dtype, tol):
+    """posjax's default attention (two einsums) is the function of jax's XLA implementation:
+    with an ALiBi-like bias and a causal + padding mask, forward and gradients."""
+    from posjax.models.attention import xla_attention
+
+    B, T, H, D = 2, 12, 3, 8
+    ks = jax.random.split(jax.random.key(3), 4)
+    q, k, v = (jax.random.normal(kk, (B, T, H, D), dtype) for kk in ks[:3])
+    bias = jax.random.normal(ks[3], (1, H, T, T), jnp.float32)
+    mask = jnp.tril(jnp.ones((T, T), bool))[None, None] & (jnp.arange(T) < 10)[None, None, None]
+
+    def loss(fn):
+        return lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32) ** 2)
+
+    ours = lambda q, k, v: xla_attention(q, k, v, bias=bias, mask=mask, scale=0.3)
+    ref = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=0.3,
+                                                       implementation="xla")
+    np.testing.assert_allclose(np.asarray(ours(q, k, v), np.float32),
+                               np.asarray(ref(q, k, v), np.float32), atol=tol, rtol=tol)
+    g_ours = jax.grad(loss(ours), argnums=(0, 1, 2))(q, k, v)
+    g_ref = jax.grad(loss(ref), argnums=(0, 1, 2))(q, k, v)
+    for a, b in zip(g_ours, g_ref):
+        scale = float(jnp.max(jnp.abs(b.astype(jnp.float32))))
+        np.testing.assert_allclose(np.asarray(a, np.float32) / scale,
+                                   np.asarray(b, np.float32) / scale, atol=tol)
+
+
+def test_dense_is_the_linear_layer_on_flattened_rows():
+    from posjax.models.attention import dense
+
+    layer = nnx.Linear(6, 5, rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(0), (2, 3, 4, 6))
+    np.testing.assert_allclose(np.asarray(dense(layer, x)), np.asarray(layer(x)), atol=1e-6)
+    assert dense(layer, x).shape == (2, 3, 4, 5)
