@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of posjax: one short prepared script (about 6 minutes on one H100/H200-class GPU).
+# GPU check of posjax: one short prepared script (411 s with every step on one H200).
 #
 #   bash benchmarks/gpu_check.sh      # results in $GPU_CHECK_OUT, else $OUT, else runs/gpu_check
 #
@@ -8,7 +8,7 @@
 #   0. packages: a GPU machine without network gets the pure-Python packages the image may lack
 #      (flax, optax, x-transformers and its needs) as wheels in .whl/ (`make gpu-wheels` fetches
 #      them where pip works); they are installed with --no-index into a private folder put first
-#      on PYTHONPATH. JAX with CUDA itself must already be there (in .venv or the machine's
+#      on PYTHONPATH (not for the project's .venv, unless GPU_CHECK_WHEELS=1). JAX with CUDA itself must already be there (in .venv or the machine's
 #      python3); if no JAX sees a GPU and pip can reach an index, `jax[cuda12]==<same version>`
 #      is tried;                                                   -> install.log
 #   1. environment: devices and the versions actually imported       -> environment.json
@@ -88,7 +88,9 @@ summary() {  # summary.json from STATUS; $1 = overall status word
 if [ -n "${GPU_CHECK_PYTHON:-}" ]; then PY="$GPU_CHECK_PYTHON"
 elif [ -x .venv/bin/python ]; then PY="$(pwd)/.venv/bin/python"; else PY="$(command -v python3)"; fi
 log "python: $PY"
-if compgen -G ".whl/*.whl" >/dev/null; then
+# the project's own .venv has its locked packages: carried wheels are for a foreign python3 only
+WHEELS="${GPU_CHECK_WHEELS:-$([ "$PY" = "$(pwd)/.venv/bin/python" ] && echo 0 || echo 1)}"
+if [ "$WHEELS" = 1 ] && compgen -G ".whl/*.whl" >/dev/null; then
   SITE="${TMPDIR:-/tmp}/posjax_gpu_site"
   log "installing $(ls .whl/*.whl | wc -l) carried wheels into $SITE"
   if "$PY" -m pip --version >/dev/null 2>&1; then
@@ -120,14 +122,15 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
   > "$RES/nvidia_smi.txt" 2>/dev/null || echo "nvidia-smi not found" > "$RES/nvidia_smi.txt"
 "$PY" - "$RES" <<'EOF'
-import importlib, json, platform, sys
+import importlib, importlib.metadata, json, platform, sys
 import jax
 mods = {}
-for name in ("jax", "jaxlib", "flax", "optax", "orbax.checkpoint", "numpy", "torch",
-             "x_transformers"):
+for name, dist in (("jax", "jax"), ("jaxlib", "jaxlib"), ("flax", "flax"), ("optax", "optax"),
+                   ("orbax.checkpoint", "orbax-checkpoint"), ("numpy", "numpy"),
+                   ("torch", "torch"), ("x_transformers", "x-transformers")):
     try:
         m = importlib.import_module(name)
-        mods[name] = getattr(m, "__version__", "?")
+        mods[name] = getattr(m, "__version__", None) or importlib.metadata.version(dist)
     except Exception as e:  # noqa: BLE001
         mods[name] = f"missing ({type(e).__name__})"
 d = jax.devices()[0]
@@ -163,7 +166,7 @@ EOF
 if [ -n "${GPU_CHECK_SMALL:-}" ]; then GEO="--n 256 --V 2048 --mds-n 256 --repeats 1"; else
   GEO="--n ${GEOMETRY_N:-8192} --V ${GEOMETRY_V:-30522} --mds-n ${GEOMETRY_N:-8192}"; fi
 # shellcheck disable=SC2086  # word splitting of the argument string is intended
-TAIL=12 step geometry 100 "$RES/geometry.log" "$PY" -m benchmarks.gpu_geometry $GEO --out "$RES"
+TAIL=12 step geometry 140 "$RES/geometry.log" "$PY" -m benchmarks.gpu_geometry $GEO --out "$RES"
 
 # --- 4. training throughput and MFU, one process per PE ----------------------------------------
 if [ -n "${GPU_CHECK_SMALL:-}" ]; then
