@@ -133,6 +133,25 @@ def _cached_step(graphdef, loss_fn: LossFn, config: TrainConfig):
     return _STEP_CACHE[key]
 
 
+# The steps of mesh runs, their new state pinned to the placed shardings (see _pinned_step).
+_PINNED: dict[Any, Any] = {}
+
+
+def _pinned_step(step_fn, params: Any, opt_state: Any):
+    """``step_fn`` whose new params and optimiser state keep the shardings of ``params`` and
+    ``opt_state``. Left to itself the partitioner may return some leaves in another layout (a
+    replicated leaf split over ``"model"``, say), so that the second step, fed those outputs,
+    would compile the step a second time; pinned, every step runs one executable."""
+    shardings = (jax.tree.map(lambda x: x.sharding, params),
+                 jax.tree.map(lambda x: x.sharding, opt_state))
+    key = (step_fn, jax.tree.structure(shardings), tuple(jax.tree.leaves(shardings)))
+    if key not in _PINNED:
+        if len(_PINNED) >= 64:
+            _PINNED.pop(next(iter(_PINNED)))
+        _PINNED[key] = jax.jit(step_fn, out_shardings=(*shardings, None, None, None))
+    return _PINNED[key]
+
+
 def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], config: TrainConfig,
           *, out_dir: str | None = None, eval_fn: Callable[[nnx.Module], Mapping[str, float]] | None = None,
           run_config: Mapping[str, Any] | None = None, desc: str = "train",
@@ -177,6 +196,7 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
     if mesh is not None:  # placed before a restore, which then keeps each leaf's sharding
         from posjax.distributed.training import place_state, shard_batch
         params, opt_state, rest = place_state(mesh, params, opt_state, rest)
+        step_fn = _pinned_step(step_fn, params, opt_state)
 
     ckpt, start, resumed, log = None, 0, None, None
     if out_dir is not None:

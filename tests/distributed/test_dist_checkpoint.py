@@ -150,6 +150,9 @@ def run_checks(tmp: str) -> dict:
                                           for k in ref),
                      "final_query_spec": _spec(resumed[QUERY]), "restore": seen}
 
+    # three runs of one structure on one mesh (reference, interrupted, resumed): one executable
+    out["compiles"] = [f._cache_size() for f in loop._PINNED.values()]
+
     # (b) the run's last checkpoint, restored straight into a placed state, keeps its shardings
     placed = _placed_state(mesh)
     ck = Checkpointer(os.path.join(run_dir, "checkpoints"))
@@ -194,6 +197,12 @@ def test_tensor_parallel_resume_matches_uninterrupted_run(results):
     assert r["max_diff"] <= 1e-6
     assert r["bit_identical"]  # same shardings, same steps: identical on CPU
     assert r["final_query_spec"] == [None, "model"]
+
+
+def test_mesh_runs_compile_the_step_once(results):
+    """The step's new state is pinned to the placed shardings: without that, the partitioner
+    returned some leaves in another layout and the second step compiled the step again."""
+    assert results["compiles"] == [1]
 
 
 def test_resume_restores_into_the_placed_shardings(results):
