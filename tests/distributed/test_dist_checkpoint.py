@@ -15,6 +15,8 @@ import sys
 import numpy as np
 import pytest
 
+from _sharded_run import CONFIG, named, tp_train  # noqa: E402  (tests/distributed on sys.path)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUERY = "transformer/blocks/0/attn/query/kernel"
 DOWN = "transformer/blocks/0/mlp/down/kernel"
@@ -29,43 +31,6 @@ def _spec(x) -> list:
     return [list(a) if isinstance(a, tuple) else a for a in spec]
 
 
-def _named(tree) -> dict:
-    """``{parameter name: leaf}`` of a parameter pytree."""
-    import jax
-
-    from posjax.distributed import param_name
-
-    return {param_name(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
-def _tp_train(out_dir: str, mesh, interrupt_at: int | None = None):
-    """AdamW with dropout on a (data=2, model=2) mesh, 6 steps, checkpoints every 2 steps.
-    ``interrupt_at``: raise KeyboardInterrupt when the batch of that step is requested."""
-    from flax import nnx
-
-    from posjax.models import Classifier, TransformerConfig
-    from posjax.training import ArrayBatches, TrainConfig, classification_loss, train
-
-    rng = np.random.default_rng(0)
-    data = {"tokens": rng.integers(0, 32, (32, 8)).astype(np.int32),
-            "labels": rng.integers(0, 3, 32).astype(np.int32)}
-    cfg = TransformerConfig(vocab_size=32, num_layers=1, d_model=16, num_heads=2, d_ff=32,
-                            max_len=8, pe="t5", dropout=0.1)
-    model = Classifier(cfg, 3, rngs=nnx.Rngs(0))
-    base = ArrayBatches(data, 8, seed=1)
-
-    def batches(step):
-        if step == interrupt_at:
-            raise KeyboardInterrupt
-        return base(step)
-
-    tc = TrainConfig(steps=6, batch_size=8, optimizer="adamw", learning_rate=1e-2,
-                     checkpoint_every=2, log_every=1, progress=False)
-    result = train(model, classification_loss, batches, tc, out_dir=out_dir, mesh=mesh,
-                   run_config={"model": cfg})
-    return result, _named(nnx.state(model, nnx.Param))
-
-
 def _placed_state(mesh):
     """A fresh (params, opt_state) of the test model, placed on ``mesh`` like train() does."""
     from flax import nnx
@@ -74,8 +39,7 @@ def _placed_state(mesh):
     from posjax.models import Classifier, TransformerConfig
     from posjax.training import TrainConfig, make_optimizer
 
-    cfg = TransformerConfig(vocab_size=32, num_layers=1, d_model=16, num_heads=2, d_ff=32,
-                            max_len=8, pe="t5", dropout=0.1)
+    cfg = TransformerConfig(**CONFIG)
     _, params, rest = nnx.split(Classifier(cfg, 3, rngs=nnx.Rngs(1)), nnx.Param, ...)
     tx = make_optimizer(TrainConfig(steps=6, batch_size=8, optimizer="adamw"))
     params, opt_state, _ = place_state(mesh, params, tx.init(params), rest)
@@ -122,10 +86,10 @@ def run_checks(tmp: str) -> dict:
         "others": [np.asarray(back["n"]).tolist(), float(back["s"])], "count_error": count_error}
 
     # (a) interrupted + resumed tensor-parallel run == uninterrupted one; (b) restored layout
-    _, ref = _tp_train(os.path.join(tmp, "ref"), mesh)
+    _, ref = tp_train(os.path.join(tmp, "ref"), mesh)
     run_dir = os.path.join(tmp, "run")
     try:
-        _tp_train(run_dir, mesh, interrupt_at=3)
+        tp_train(run_dir, mesh, interrupt_at=3)
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
@@ -135,12 +99,12 @@ def run_checks(tmp: str) -> dict:
     def spy(self, state_like, step=None):
         step, state = original(self, state_like, step)
         seen.update(step=step, same=_same_shardings(state, state_like),
-                    query=_spec(_named(state[0])[QUERY]), down=_spec(_named(state[0])[DOWN]))
+                    query=_spec(named(state[0])[QUERY]), down=_spec(named(state[0])[DOWN]))
         return step, state
 
     loop.Checkpointer.restore = spy
     try:
-        result, resumed = _tp_train(run_dir, mesh)
+        result, resumed = tp_train(run_dir, mesh)
     finally:
         loop.Checkpointer.restore = original
     diffs = [float(np.max(np.abs(np.asarray(ref[k]) - np.asarray(resumed[k])))) for k in ref]
@@ -158,7 +122,7 @@ def run_checks(tmp: str) -> dict:
     ck = Checkpointer(os.path.join(run_dir, "checkpoints"))
     step, state = ck.restore(placed)
     ck.close()
-    params, mu = _named(state[0]), _named(state[1][0].mu)
+    params, mu = named(state[0]), named(state[1][0].mu)
     out["direct"] = {"step": step, "same": _same_shardings(state, placed),
                      "query": _spec(params[QUERY]), "mu_query": _spec(mu[QUERY]),
                      "equal_final": all(np.array_equal(np.asarray(params[k]),

@@ -40,6 +40,8 @@ import pytest
 # Launches of two JAX processes: about 40 s for the first four tests, 60 s for all, on 2 CPU cores
 pytestmark = pytest.mark.slow
 
+from _sharded_run import tp_train  # noqa: E402  (tests/distributed on sys.path)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-5
 STEPS, EVERY, INTERRUPT = 6, 2, 3
@@ -50,34 +52,8 @@ KEY_BIAS = "attn/key/bias"
 
 # --- the run (workers and the single-device reference) -----------------------------------------
 def _train(out_dir: str | None, mesh, interrupt_at: int | None = None):
-    """AdamW with dropout, 6 steps, checkpoints every 2 steps (all kept); returns
-    ``(TrainResult, {parameter name: array})``."""
-    import jax
-    from flax import nnx
-
-    from posjax.distributed import param_name
-    from posjax.models import Classifier, TransformerConfig
-    from posjax.training import ArrayBatches, TrainConfig, classification_loss, train
-
-    rng = np.random.default_rng(0)
-    data = {"tokens": rng.integers(0, 32, (32, 8)).astype(np.int32),
-            "labels": rng.integers(0, 3, 32).astype(np.int32)}
-    cfg = TransformerConfig(vocab_size=32, num_layers=1, d_model=16, num_heads=2, d_ff=32,
-                            max_len=8, pe="t5", dropout=0.1)
-    model = Classifier(cfg, 3, rngs=nnx.Rngs(0))
-    base = ArrayBatches(data, 8, seed=1)
-
-    def batches(step):
-        if step == interrupt_at:
-            raise KeyboardInterrupt
-        return base(step)
-
-    tc = TrainConfig(steps=STEPS, batch_size=8, optimizer="adamw", learning_rate=1e-2,
-                     checkpoint_every=EVERY, keep_checkpoints=10, log_every=1, progress=False)
-    result = train(model, classification_loss, batches, tc, out_dir=out_dir, mesh=mesh,
-                   run_config={"model": cfg})
-    flat = jax.tree_util.tree_flatten_with_path(nnx.state(model, nnx.Param))[0]
-    return result, {param_name(path): leaf for path, leaf in flat}
+    """The shared tensor-parallel run, 6 steps, checkpoints every 2 steps (all kept)."""
+    return tp_train(out_dir, mesh, interrupt_at, steps=STEPS, every=EVERY, keep=10)
 
 
 def _gloo_missing() -> str:
