@@ -1,7 +1,7 @@
 """E4 of the stress experiment: train an encoder classifier with each PE and measure test
 accuracy, PE parameter count and the stress of the trained positional geometry.
 
-The MDS PE is the registered ``pe="mds"`` (:class:`posjax.geometry.MDSEncoding`: low-rank
+The MDS PE is the registered ``pe="mds"`` (:class:`posjax.encodings.mds.MDSEncoding`: low-rank
 factors ``A W^T``, initialised from the rank-``r`` MDS coordinates, Algorithm 1 of
 arXiv 2604.05217), built through ``TransformerConfig(pe="mds", pe_options={"coords": ...})``.
 """

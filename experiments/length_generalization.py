@@ -36,7 +36,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from experiments._lg_report import (REFERENCE_PES, ROPE_SCALINGS,  # noqa: F401 (re-exported)
+from experiments._length_generalization_report import (REFERENCE_PES, ROPE_SCALINGS,  # noqa: F401 (re-exported)
                                     summarise, write_outputs)
 from experiments.common import CellStore, base_parser, run_cli, versions, write_json
 from posjax.data import algorithmic as alg

@@ -14,7 +14,7 @@ import importlib
 
 __all__ = ["load_neural_tangents", "versions", "empirical_ntk", "positional_ntk",
            "native_ntk", "infinite_attention_kernel", "nnx_bridge", "CheckResult", "checks",
-           "harness", "kernels", "toy"]
+           "lemma_statistics", "kernels", "toy"]
 
 _LAZY = {
     "load_neural_tangents": "ntk._compat", "versions": "ntk._compat",
@@ -22,7 +22,7 @@ _LAZY = {
     "native_ntk": "ntk.kernels", "infinite_attention_kernel": "ntk.attention",
     "nnx_bridge": "ntk.kernels", "CheckResult": "ntk.result",
 }
-_SUBMODULES = ("checks", "harness", "kernels", "attention", "toy", "sweeps", "dynamics",
+_SUBMODULES = ("checks", "lemma_statistics", "kernels", "attention", "toy", "sweeps", "dynamics",
                "theorems", "appendix_a", "result")
 
 

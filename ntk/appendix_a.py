@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ntk import harness
+from ntk import lemma_statistics as lstats
 from ntk.result import CheckResult, fmt
 from ntk.sweeps import SweepConfig, corpus, sufficiency_sweep, training_sweep
 
@@ -45,7 +45,7 @@ def lemma1_linearization(cfg: SweepConfig) -> CheckResult:
     """
     sweep = training_sweep(cfg)
     err = _series(sweep, lambda r: r["lazy_error"])
-    slope = harness.loglog_slope(cfg.widths, err)
+    slope = lstats.loglog_slope(cfg.widths, err)
     ok = slope < 0 and err[-1] < err[0]
     detail = (f"||p_t - p_t^lin|| / ||p_t - p_0|| at t={cfg.lr * cfg.lemma_steps:g} vs width "
               f"{list(cfg.widths)}: {fmt(err)}; log-log slope {slope:.3f} (< 0; NTK theory "
@@ -87,7 +87,7 @@ def lemma3_linear_displacement(cfg: SweepConfig) -> CheckResult:
     """
     P = corpus(cfg)
     sweep = training_sweep(cfg)
-    regs = {w: [harness.displacement_regression(r["delta_p"], P) for r in runs]
+    regs = {w: [lstats.displacement_regression(r["delta_p"], P) for r in runs]
             for w, runs in sweep.items()}
     r2p = [float(np.mean([g["r2_P"] for g in v])) for v in regs.values()]
     r2s = [float(np.mean([g["r2_sqrtP"] for g in v])) for v in regs.values()]
@@ -112,7 +112,7 @@ def lemma4_distortion_bounds(cfg: SweepConfig) -> CheckResult:
     """
     P = corpus(cfg)
     sweep = training_sweep(cfg)
-    dcs = {w: [harness.distortion_constants(r["delta_p"], P) for r in runs]
+    dcs = {w: [lstats.distortion_constants(r["delta_p"], P) for r in runs]
            for w, runs in sweep.items()}
     ratio = [float(np.mean([d["ratio"] for d in v])) for v in dcs.values()]
     pair = [float(np.mean([d["pair_ratio"] for d in v])) for v in dcs.values()]
@@ -127,7 +127,7 @@ def lemma4_distortion_bounds(cfg: SweepConfig) -> CheckResult:
 
 
 def _rho_series(sweep, key: str, D) -> tuple[list[float], list[float]]:
-    stats = [[harness.monotonicity_spearman(r[key], D) for r in runs] for runs in sweep.values()]
+    stats = [[lstats.monotonicity_spearman(r[key], D) for r in runs] for runs in sweep.values()]
     rho = [float(np.mean([s["rho"] for s in v])) for v in stats]
     viol = [float(np.mean([s["violations"] for s in v])) for v in stats]
     return rho, viol
@@ -148,11 +148,11 @@ def lemma5_hellinger_monotonicity(cfg: SweepConfig) -> CheckResult:
     """
     P = corpus(cfg)
     sweep = training_sweep(cfg)
-    ineq = harness.hellinger_inequalities(P)
-    H = harness.hellinger_chord(P)
+    ineq = lstats.hellinger_inequalities(P)
+    H = lstats.hellinger_chord(P)
     rho, viol = _rho_series(sweep, "delta_p", H)
-    rho_l2, _ = _rho_series(sweep, "delta_p", harness.pairwise_distances(P))
-    ceiling = harness.monotonicity_spearman(P, H)["rho"]
+    rho_l2, _ = _rho_series(sweep, "delta_p", lstats.pairwise_distances(P))
+    ceiling = lstats.monotonicity_spearman(P, H)["rho"]
     ineq_ok = max(ineq.values()) <= 1e-12
     ok = ineq_ok and rho[-1] >= 0.9 and _rises(rho, viol)
     detail = (f"inequalities max slack {max(ineq.values()):.1e} (<= 1e-12); rho(|dp|, d_H) vs "
@@ -178,10 +178,10 @@ def monotonicity_conjecture(cfg: SweepConfig) -> CheckResult:
     import posjax.geometry as geo
     P = corpus(cfg)
     sweep = training_sweep(cfg)
-    H = harness.hellinger_chord(P)
+    H = lstats.hellinger_chord(P)
     rho, viol = _rho_series(sweep, "learned", H)
-    rho_l2, _ = _rho_series(sweep, "learned", harness.pairwise_distances(P))
-    rho_clr, _ = _rho_series(sweep, "learned", harness.clr_distances(P))
+    rho_l2, _ = _rho_series(sweep, "learned", lstats.pairwise_distances(P))
+    rho_clr, _ = _rho_series(sweep, "learned", lstats.clr_distances(P))
     mono, stress_end = [], []
     for runs in sweep.values():
         fr, se = [], []

@@ -26,7 +26,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ntk import harness
+from ntk import lemma_statistics as lstats
 from ntk.result import CheckResult, fmt as _fmt
 from posjax.models import Classifier, Transformer, TransformerConfig
 
@@ -189,7 +189,7 @@ def theorem1_necessity(config=None, *, length: int = 6,
     enc = encoder_fn(encoder_config("none", length=length, vocab_size=vocab_size,
                                           num_layers=2), seed=seed)
     rng = np.random.default_rng(seed)
-    dev = harness.permutation_deviation(enc, tokens[:32], [rng.permutation(length)
+    dev = lstats.permutation_deviation(enc, tokens[:32], [rng.permutation(length)
                                                            for _ in range(5)])
     runs = {pe: train_classifier(encoder_config(pe, length=length, vocab_size=vocab_size),
                                     2, tokens, labels, seed=seed, steps=steps, lr=lr)
@@ -230,7 +230,7 @@ def theorem4_separation(config=None, *, length: int = 8,
     for s in seeds:
         r = train_classifier(cfg, length, tokens, labels, seed=s, steps=steps, lr=lr)
         untied.append(r["final_loss"])
-        stats.append(harness.separation_stats(r["table"]))
+        stats.append(lstats.separation_stats(r["table"]))
         tied.append(train_classifier(cfg, length, tokens, labels, seed=s, steps=steps,
                                         lr=lr, tie_index=tie_index)["final_loss"])
     sep = min(st["min_over_mean"] for st in stats)

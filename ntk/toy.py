@@ -1,4 +1,4 @@
-"""The NTK-parameterised masked-LM toy model of the Appendix A lemma harness.
+"""The NTK-parameterised masked-LM toy model of the Appendix A lemma checks.
 
 Testbed of spec geometry.md §11 (arXiv 2604.05217, Appendix A, reconstruction): token
 embeddings ``E [V + 1, d]`` (row ``V`` is ``[MASK]``), learned positions ``p [n, d]``, optionally

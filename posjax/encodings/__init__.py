@@ -14,8 +14,10 @@ from posjax.encodings.learned import Learned, init_table
 from posjax.encodings.rope import RoPE, apply_rope, rope_frequencies, rotary_dim, rotate_pairs
 from posjax.encodings.alibi import Alibi, alibi_bias, alibi_slopes
 from posjax.encodings.t5 import T5Bias, t5_bucket
-from posjax.encodings.grid2d import Rope2DAxial, RandomFixed, Sinusoidal2D  # noqa: F401
-from posjax.encodings.paper_a import MLA, RoPEPlusAbs  # arXiv 2505.13027 variants
+from posjax.encodings.learned import RandomFixed
+from posjax.encodings.grid2d import Rope2DAxial, Sinusoidal2D
+from posjax.encodings.rope_plus_abs import RoPEPlusAbs  # arXiv 2505.13027
+from posjax.encodings.mla import MLA, decoupled_rope  # arXiv 2405.04434, as in arXiv 2505.13027
 
 __all__ = [
     "PEContext", "PEInfo", "PositionalEncoding", "batch_positions", "build_options",
@@ -25,7 +27,7 @@ __all__ = [
     "rope_frequencies", "rotary_dim", "rotate_pairs", "alibi_bias", "alibi_slopes", "t5_bucket",
 ]
 
-# PE catalogue (issue 8): one module per family.
+# The wider catalogue: one module per family.
 from posjax.encodings.xpos import XPos, xpos_zeta
 from posjax.encodings.kerple import KerpleLog, KerplePower, kerple_log_bias, kerple_power_bias
 from posjax.encodings.fire import Fire, fire_inputs
@@ -54,7 +56,7 @@ __all__ += [
     "yarn_attention_factor", "interpolate_rows",
 ]
 
-# The MDS encoding of arXiv 2604.05217 (its module lives in posjax.geometry).
-from posjax.encodings.mds import MDSPEOptions, RegisteredMDS
+# The MDS encoding of arXiv 2604.05217.
+from posjax.encodings.mds import MDSEncoding, MDSOptions, MDSPEOptions, RegisteredMDS
 
-__all__ += ["MDSPEOptions", "RegisteredMDS", "MLA", "RoPEPlusAbs", "Rope2DAxial", "RandomFixed", "Sinusoidal2D"]
+__all__ += ["MDSEncoding", "MDSOptions", "MDSPEOptions", "RegisteredMDS", "MLA", "RoPEPlusAbs", "Rope2DAxial", "RandomFixed", "Sinusoidal2D"]

@@ -1,12 +1,10 @@
 """Positional encodings on a 2-D grid of tokens (row-major flat positions p = r * W + c).
 
-* ``sinusoidal2d``: the ground-truth 2-D sinusoid of arXiv 2406.08272 (spec tasks.md §B.5): the
+* ``sinusoidal2d``: the ground-truth 2-D sinusoid of arXiv 2406.08272: the
   first d/2 dims are a 1-D sinusoid of the column c, the last d/2 the same of the row r.
 * ``rope2d_axial``: axial 2-D RoPE (Heo et al., *Rotary Position Embedding for Vision
   Transformer*, arXiv 2403.13298): the first half of the rotary dims rotates with the column,
   the second half with the row, each half with its own frequencies over d_rot/2.
-* ``random_fixed``: a fixed (untrained) random table, N(0, std^2) per entry: the "lazy" limit of
-  a learned PE (arXiv 2406.08272).
 
 Positions stay explicit flat indices ``[B or 1, T]`` (the model contract); each PE derives
 (r, c) = divmod(p, grid_width) from its ``grid_width`` option.
@@ -21,7 +19,6 @@ import jax.numpy as jnp
 from flax import nnx
 
 from posjax.encodings.base import PEContext, PositionalEncoding
-from posjax.encodings.learned import Learned, LearnedOptions
 from posjax.encodings.registry import register
 from posjax.encodings.rope import rotary_dim, rotate_pairs
 from posjax.encodings.sinusoidal import sinusoidal_at
@@ -186,19 +183,3 @@ class Rope2DAxial(PositionalEncoding):
 
     def rotate(self, q, k, q_pos, k_pos):
         return self._apply(q, q_pos), self._apply(k, k_pos)
-
-
-@dataclasses.dataclass(frozen=True)
-class RandomFixedOptions(LearnedOptions):
-    """Options of the fixed random PE: the learned PE's table with entries N(0, std^2), never
-    trained (``trainable=False``). ``num_positions`` defaults to the model's ``max_len``;
-    ``per_layer`` draws one table per block."""
-
-    std: float = 1.0
-    trainable: bool = False
-
-
-@register("random_fixed", options=RandomFixedOptions,
-          paper="fixed random PE, the lazy-regime baseline of arXiv 2406.08272")
-class RandomFixed(Learned):
-    """A random table ``[max_len, d_model]`` held as a non-trainable ``nnx.Variable``."""

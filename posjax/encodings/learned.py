@@ -1,5 +1,9 @@
-"""Learned absolute PE: a trainable table added to the token embeddings (BERT/GPT practice;
-init-scale study: arXiv 2406.08272)."""
+"""Learned absolute PEs: a table added to the token embeddings.
+
+* ``learned``: a trainable table (BERT/GPT practice; init-scale study: arXiv 2406.08272).
+* ``random_fixed``: the same table drawn N(0, std^2) and never trained, the "lazy" limit of a
+  learned PE (arXiv 2406.08272).
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -90,3 +94,19 @@ class Learned(PositionalEncoding):
     def embed(self, x, positions, *, deterministic=True, rngs=None):
         check_table_length(self.name, positions, self.max_positions)
         return x + self.table(positions).astype(x.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomFixedOptions(LearnedOptions):
+    """Options of the fixed random PE: the learned PE's table with entries N(0, std^2), never
+    trained (``trainable=False``). ``num_positions`` defaults to the model's ``max_len``;
+    ``per_layer`` draws one table per block."""
+
+    std: float = 1.0
+    trainable: bool = False
+
+
+@register("random_fixed", options=RandomFixedOptions,
+          paper="fixed random PE, the lazy-regime baseline of arXiv 2406.08272")
+class RandomFixed(Learned):
+    """A random table ``[max_len, d_model]`` held as a non-trainable ``nnx.Variable``."""

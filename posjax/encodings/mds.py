@@ -1,20 +1,165 @@
 """The MDS positional encoding of arXiv 2604.05217 (Algorithm 1), registered as ``"mds"``.
 
-The math and the module live in :mod:`posjax.geometry.mds_encoding` (low-rank factors
-``P = A W^T``: ``r (n + d)`` parameters); this module only plugs it into the registry, so a model
-can be built with ``TransformerConfig(pe="mds", pe_options={"coords": X_r, ...})``.
+The table is stored as low-rank factors ``P = A W^T`` (``A [n, r]``, ``W [d, r]``): ``r (n + d)``
+parameters instead of ``n d`` (the paper's minimal parametrisation). Either factor can be
+trainable (``nnx.Param``) or frozen (a plain ``nnx.Variable``, which optimisers filtering on
+``nnx.Param`` leave alone). The lift ``W`` comes from :func:`posjax.geometry.lift_matrix`.
+
+:class:`MDSEncoding` is the module built from explicit arguments; :class:`RegisteredMDS` builds it
+from registry options and the model context, so a model can be built with
+``TransformerConfig(pe="mds", pe_options={"coords": X_r, ...})``.
+
+Reference: G. Cirrincione, "On the Geometry of Positional Encodings in Transformers",
+arXiv 2604.05217 (Algorithm 1, minimal parametrisation).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from posjax.encodings.base import PEContext
+from posjax.encodings.base import PEContext, PositionalEncoding, check_table_length
 from posjax.encodings.registry import register
-from posjax.geometry.mds_encoding import MDSEncoding
+from posjax.geometry.lowrank import LIFTS, lift_matrix
+
+__all__ = ["MDSOptions", "MDSEncoding", "MDSPEOptions", "RegisteredMDS"]
+
+_INITS = ("mds", "random")
+_TRAINABLE = ("both", "A", "W", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class MDSOptions:
+    """Options of the MDS encoding (recorded in results; the coordinates themselves are not).
+
+    Attributes:
+      num_positions: ``n``, rows of the table.
+      d_model: ``d``, model width.
+      rank: ``r`` (None: the number of columns of ``coords``).
+      init: ``"mds"`` (``A = X_r``, ``W`` from ``lift``) or ``"random"`` (``A ~ N(0, init_std^2)``,
+        random orthonormal ``W``).
+      trainable: which factors are ``nnx.Param``: ``"both"``, ``"A"``, ``"W"`` or ``"none"``.
+      lift: ``"pad"`` (``W = [I_r; 0]``) or ``"random_orthonormal"``, for ``init="mds"``.
+      init_std: standard deviation of ``A`` for ``init="random"``.
+    """
+
+    num_positions: int
+    d_model: int
+    rank: int | None = None
+    init: str = "mds"
+    trainable: str = "both"
+    lift: str = "pad"
+    init_std: float = 0.02
+
+    def validate(self, ctx: PEContext | None = None) -> None:
+        del ctx
+        if self.num_positions <= 0 or self.d_model <= 0:
+            raise ValueError(f"MDS encoding needs positive num_positions and d_model, got "
+                             f"{self.num_positions}, {self.d_model}")
+        if self.init not in _INITS:
+            raise ValueError(f"MDS encoding init must be one of {_INITS}, got {self.init!r}")
+        if self.trainable not in _TRAINABLE:
+            raise ValueError(f"MDS encoding trainable must be one of {_TRAINABLE}, got "
+                             f"{self.trainable!r}")
+        if self.lift not in LIFTS:
+            raise ValueError(f"MDS encoding lift must be one of {LIFTS}, got {self.lift!r}")
+        if self.rank is not None and not 0 < self.rank <= self.d_model:
+            raise ValueError(f"MDS encoding rank must be in [1, d_model={self.d_model}], got "
+                             f"{self.rank}")
+        if self.init_std < 0:
+            raise ValueError(f"init_std must be >= 0, got {self.init_std}")
+
+
+class MDSEncoding(PositionalEncoding):
+    """Additive PE ``p_i = A[i] W^T`` with low-rank factors (hook ``embed``; absolute).
+
+    Args:
+      num_positions: ``n``.
+      d_model: ``d``.
+      coords: ``[n, r']`` MDS coordinates (required for ``init="mds"``); the first ``rank``
+        columns are used.
+      rank: ``r`` (default ``coords.shape[1]``; required for ``init="random"``).
+      init: ``"mds"`` or ``"random"``.
+      trainable: ``"both"`` (default), ``"A"``, ``"W"`` or ``"none"``.
+      lift: ``"pad"`` or ``"random_orthonormal"``.
+      init_std: std of ``A`` for ``init="random"``.
+      rngs: ``nnx.Rngs`` (uses the ``params`` stream for random factors).
+    """
+
+    name = "mds"
+    hook = "embed"
+    is_relative = False
+
+    def __init__(self, num_positions: int, d_model: int, *, coords: Any = None,
+                 rank: int | None = None, init: str = "mds", trainable: str = "both",
+                 lift: str = "pad", init_std: float = 0.02, rngs: nnx.Rngs):
+        if init == "mds":
+            if coords is None:
+                raise ValueError("MDS encoding with init='mds' needs coords= (the MDS "
+                                 "coordinates [num_positions, r])")
+            X = jnp.asarray(coords, jnp.float32)
+            X = X[:, None] if X.ndim == 1 else X
+            if X.ndim != 2 or X.shape[0] != num_positions:
+                raise ValueError(f"coords must be [num_positions={num_positions}, r], got shape "
+                                 f"{X.shape}")
+            rank = min(X.shape[1], d_model) if rank is None else rank
+            if rank > X.shape[1]:
+                raise ValueError(f"rank={rank} exceeds the {X.shape[1]} columns of coords")
+        elif rank is None:
+            raise ValueError("MDS encoding with init='random' needs rank=")
+        options = MDSOptions(num_positions, d_model, rank, init, trainable, lift, init_std)
+        options.validate()
+        super().__init__(options, PEContext(d_model=d_model, max_len=num_positions))
+        if init == "mds":
+            A = X[:, :rank]
+            W = lift_matrix(d_model, rank, lift=lift, key=rngs.params(), dtype=jnp.float32)
+        else:
+            A = init_std * jax.random.normal(rngs.params(), (num_positions, rank), jnp.float32)
+            W = lift_matrix(d_model, rank, lift="random_orthonormal", key=rngs.params(),
+                            dtype=jnp.float32)
+        train_a = trainable in ("both", "A")
+        train_w = trainable in ("both", "W")
+        self.A = nnx.Param(A) if train_a else nnx.Variable(A)
+        self.W = nnx.Param(W) if train_w else nnx.Variable(W)
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.options.num_positions)
+
+    @property
+    def rank(self) -> int:
+        """``r``, the number of factor columns."""
+        return int(self.A.shape[1])
+
+    def param_count(self) -> tuple[int, int]:
+        """``(n d, r (n + d))``: dense-table vs factorised parameter counts."""
+        n, d = self.options.num_positions, self.options.d_model
+        return n * d, self.rank * (n + d)
+
+    def full_table(self) -> jax.Array:
+        """The whole table ``A W^T [n, d]``."""
+        return self.A[...] @ self.W[...].T
+
+    def table(self, positions: jax.Array) -> jax.Array:
+        """Rows ``A[positions] W^T``: ``[..., d]`` for integer ``positions [...]``."""
+        positions = jnp.asarray(positions)
+        if positions.ndim:
+            check_table_length(self.name, positions, self.max_positions)
+        return jnp.take(self.A[...], positions, axis=0) @ self.W[...].T
+
+    def embed(self, x: jax.Array, positions: jax.Array, *, deterministic: bool = True,
+              rngs: nnx.Rngs | None = None) -> jax.Array:
+        """``x [B, T, d] + table(positions)`` with positions ``[T]`` or ``[B, T]``."""
+        del deterministic, rngs
+        return x + self.table(positions).astype(x.dtype)
+
+    def __call__(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+        return self.embed(x, positions)
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +206,7 @@ class MDSPEOptions:
 @register("mds", options=MDSPEOptions,
           paper="Cirrincione, On the Geometry of Positional Encodings in Transformers, arXiv 2604.05217")
 class RegisteredMDS(MDSEncoding):
-    """:class:`posjax.geometry.MDSEncoding` built from registry options and the model context."""
+    """:class:`MDSEncoding` built from registry options and the model context."""
 
     def __init__(self, options: MDSPEOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         ctx.require("mds", "d_model", "max_len")

@@ -12,8 +12,8 @@ SMACOF to compare any positional encoding with ``D``, and spectral diagnostics.
 >>> E = geo.encoding_distances("sinusoidal", D.shape[0], dim=768)
 >>> geo.stress(D, distances=E, scale="optimal")
 
-This package is a facade: it only re-exports names from its modules. ``MDSEncoding`` (the
-NNX module) is imported lazily so that ``posjax.encodings`` can import it for its registry.
+This package is a facade: it only re-exports names from its modules. The MDS encoding as an
+NNX module lives in :mod:`posjax.encodings.mds` (registered as ``"mds"``).
 """
 from posjax.geometry.adapters import (alibi_mean_slope, dist_alibi, dist_bias, dist_learned,
                                       dist_mds, dist_nope, dist_rope, dist_sinusoidal,
@@ -47,15 +47,7 @@ __all__ = [
     "dist_alibi", "dist_bias", "dist_nope", "alibi_mean_slope",
     # low rank
     "low_rank_factors", "lift_to_width", "lift_matrix", "param_count", "break_even_rank",
-    "MDSEncoding", "MDSOptions",
     # diagnostics
     "spectrum_report", "dct_alignment", "dct_modes", "ramp_alignment", "shift_invariance_score",
 ]
 
-
-def __getattr__(name: str):
-    if name in ("MDSEncoding", "MDSOptions"):
-        from posjax.geometry import mds_encoding  # noqa: PLC0415
-
-        return getattr(mds_encoding, name)
-    raise AttributeError(f"module 'posjax.geometry' has no attribute {name!r}")

@@ -89,12 +89,12 @@ def test_nope_encoder_is_permutation_equivariant():
     cfg = theorems.encoder_config("none", length=5, vocab_size=6, d_model=16, num_layers=2)
     enc = theorems.encoder_fn(cfg, seed=0)
     x = np.random.default_rng(0).integers(0, 6, size=(4, 5))
-    from ntk import harness
+    from ntk import lemma_statistics as lstats
     perms = [np.array([4, 2, 0, 1, 3]), np.array([1, 0, 2, 3, 4])]
-    assert harness.permutation_deviation(enc, x, perms) <= 1e-5
+    assert lstats.permutation_deviation(enc, x, perms) <= 1e-5
     learned = theorems.encoder_fn(theorems.encoder_config(
         "learned", length=5, vocab_size=6, d_model=16, pe_options={"std": 1.0}), seed=0)
-    assert harness.permutation_deviation(learned, x, perms) > 1e-3
+    assert lstats.permutation_deviation(learned, x, perms) > 1e-3
 
 
 def test_cli_rejects_unknown_check_in_one_line():

@@ -88,7 +88,7 @@ def test_tiny_run_writes_outputs_and_resumes(tmp_path):
 
 
 def test_summary_mrr_and_nope_verdict():
-    from experiments._lg_report import nope_verdict, summarise
+    from experiments._length_generalization_report import nope_verdict, summarise
 
     cfg = lg.LGConfig(tasks=("copy", "reverse"), pes=("none", "rope", "alibi"), train_max_length=2,
                       test_factor=2)

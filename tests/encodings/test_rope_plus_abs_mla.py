@@ -6,7 +6,8 @@ import pytest
 from flax import nnx
 
 import posjax.encodings as pe
-from posjax.encodings.paper_a import MLA, RoPEPlusAbs, decoupled_rope
+from posjax.encodings.mla import MLA, decoupled_rope
+from posjax.encodings.rope_plus_abs import RoPEPlusAbs
 from posjax.models import Classifier, TransformerConfig
 
 enable_x64 = jax.enable_x64

@@ -1,6 +1,6 @@
 """Checkpoints of a sharded (data- and tensor-parallel) training state, on 4 fake CPU devices.
 
-As in ``test_dist_multidevice.py``, the sharded checks run in one subprocess started with
+As in ``test_distributed_multidevice.py``, the sharded checks run in one subprocess started with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` (set before JAX is imported): it runs this
 file as a script and prints one JSON line of results, which the tests assert on. The process-0
 guard of the training loop is tested in this process (one device is enough for it).

@@ -309,6 +309,6 @@ if __name__ == "__main__":
 
     warnings.simplefilter("ignore")
     if sys.argv[1:2] != ["--worker"]:
-        sys.exit("usage: test_dist_multiprocess.py --worker LAUNCH PROCESS PORT TMP")
+        sys.exit("usage: test_distributed_multiprocess.py --worker LAUNCH PROCESS PORT TMP")
     launch, pid, port, tmp = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     print(json.dumps(worker(launch, pid, port, tmp)), flush=True)
