@@ -1,6 +1,6 @@
 """Data of the stress experiment: the geometry corpus and the E4 classification task.
 
-* ``synthetic``: the three-regime corpus of spec geometry.md §12.1
+* ``synthetic``: the three-regime corpus of docs/interpretations.md (synthetic corpus)
   (:func:`posjax.data.synthetic.three_regime_corpus`, exact ``P`` known). The E4 task is
   **cyclic-shift detection**: a sequence of label 0 draws its token at position ``i`` from
   ``P_i``; a sequence of label 1 draws it from ``P_{(i + shift) mod n}``. Both classes have the

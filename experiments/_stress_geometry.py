@@ -1,5 +1,5 @@
 """Geometry part of the stress experiment: tables E1 (stress), E2 (spectrum), E3 (parameters)
-and the sample-size sensitivity analysis (spec geometry.md §12.2, §12.4).
+and the sample-size sensitivity analysis (arXiv 2604.05217; docs/interpretations.md).
 
 Every function here is called inside ``jax.enable_x64(True)`` by the driver: the full-rank MDS
 stress is compared with zero below 1e-6.
@@ -62,7 +62,7 @@ def distance_variants(prep: Any, cfg: Any) -> tuple[dict[str, dict[str, np.ndarr
 
 
 def fixed_distances(n: int, cfg: Any) -> dict[str, np.ndarray]:
-    """Distances of the fixed encodings of table E1 (spec §6)."""
+    """Distances of the fixed encodings of table E1 (docs/interpretations.md)."""
     return {
         "sinusoidal": geo.encoding_distances("sinusoidal", n, dim=cfg.sinusoidal_dim),
         "rope": geo.encoding_distances("rope", n, head_dim=cfg.rope_head_dim, mode=cfg.rope_mode),
@@ -144,7 +144,7 @@ def trained_stress(D_variants: dict[str, np.ndarray], *, table: np.ndarray | Non
 
 
 def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) -> dict[str, Any]:
-    """One cell of the §12.4 analysis: stress of MDS (r = 1, 2, 3) and of ALiBi, sinusoidal and
+    """One cell of the sample-size analysis: stress of MDS (r = 1, 2, 3) and of ALiBi, sinusoidal and
     RoPE against ``D`` estimated from ``samples`` draws per position (None: exact ``P``)."""
     from posjax.data.synthetic import sample_distributions, three_regime_corpus
 
@@ -188,7 +188,7 @@ def summarise_sensitivity(cells: dict[tuple, list[dict]]) -> list[dict[str, Any]
     return rows
 
 
-# The toy table of spec geometry.md §12.4 [Derived, toy; not from the paper]: optimal-scale
+# The toy table of docs/interpretations.md (a derived toy, not from the paper): optimal-scale
 # stress, three-regime mixture, V = 2000, n = 128.
 SPEC_TOY = {
     None: {"mds": (0.087, 0.0001, 0.0), "alibi": 0.044, "sinusoidal": 0.135, "rope": 0.140},

@@ -118,7 +118,7 @@ def e4_table(summary: dict[str, dict], ceiling: float | None) -> str:
 
 def sensitivity_table(rows: list[dict], toy: dict) -> str:
     headers = ["samples/position", "debias", "MDS σ_raw r=1/2/3", "σ* ALiBi", "σ* sinusoidal",
-               "σ* RoPE", "ALiBi < sin ≈ RoPE", "spec toy (MDS r=1/2/3; ALiBi; sin; RoPE)"]
+               "σ* RoPE", "ALiBi < sin ≈ RoPE", "derived toy (MDS r=1/2/3; ALiBi; sin; RoPE)"]
     body = []
     for r in rows:
         n = r["samples_per_position"]
@@ -268,7 +268,7 @@ def plots(out_dir: str, variants: dict, arrays: dict, e1: dict, e4: dict,
                 ax.semilogx(xs, [r[f"{key}/optimal"] for r in rows], ls, c=c, marker="o",
                             label=f"{key} ({debias})")
         ax.set_xlabel("samples per position"), ax.set_ylabel("σ*")
-        ax.set_title("Sensitivity (spec §12.4)"), ax.legend(fontsize=7)
+        ax.set_title("Sensitivity to samples per position"), ax.legend(fontsize=7)
         save(fig, "sensitivity.png")
     return files
 
@@ -283,7 +283,7 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
         f"# Stress of positional encodings — {cfg.dataset} ({cfg.mode})",
         "",
         "Reproduction of arXiv 2604.05217 (Cirrincione, *On the Geometry of Positional Encodings "
-        "in Transformers*), spec geometry.md §12.",
+        "in Transformers*), arXiv 2604.05217.",
         "",
         f"Data: `{res['data'].get('source')}`. n = {it['n']} positions; N_i min/median/max = "
         f"{N['min']:.0f}/{N['median']:.0f}/{N['max']:.0f}; metric `{cfg.metric}`; "
@@ -318,11 +318,11 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
         "",
         e4_table(e4, ceiling),
         "",
-        "## Sensitivity to samples per position (spec §12.4)",
+        "## Sensitivity to samples per position (docs/interpretations.md)",
         "",
         f"Three-regime corpus ({cfg.mixing} mixing, α = {cfg.alpha}), V = {cfg.sens_vocab}, "
         f"n = {cfg.sens_positions}; mean over {cfg.sens_repeats} draws. MDS columns are σ_raw, "
-        "the others σ*. The right column is the spec's toy table (not from the paper).",
+        "the others σ*. The right column is the derived toy table of docs/interpretations.md (not from the paper).",
         "",
         sensitivity_table(sens_rows, SPEC_TOY),
         "",

@@ -1,13 +1,13 @@
 """Additive vs multiplicative PEs on trigger-distance and counting, and the single-head deposit.
 
 Reproduces arXiv 2505.13027 (*Deconstructing Positional Information: From Attention Logits to
-Training Biases*; spec ``tasks.md`` part A): accuracy per PE x task, head-ablation heatmaps and
+Training Biases*): accuracy per PE x task, head-ablation heatmaps and
 deposit metrics per layer, and the partial-head RoPE sweep.
 
     python -m experiments.additive_vs_multiplicative [--quick] [--out DIR] [--seeds N]
         [--set field=value ...]
 
-Without ``--quick`` the spec's configuration runs (6 layers, d 256, 16 heads, 100 epochs of batch
+Without ``--quick`` the paper's configuration runs (6 layers, d 256, 16 heads, 100 epochs of batch
 512, 3 data x 3 init seeds; meant for one GPU). ``--quick`` is a small CPU configuration (see
 ``QUICK``). Any field of :class:`Settings` can be overridden with ``--set`` (lists comma-separated),
 e.g. ``--set alibi_slopes=exp`` or ``--set kv_source=embeddings`` for the original code's quirks.
@@ -29,7 +29,7 @@ from experiments.common import (CellStore, base_parser, fmt_mean_std, markdown_t
                                 run_cli, versions, write_json)
 
 PES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope", "rope_plus_abs", "mla")
-REPORTED = {  # spec tasks.md §A.7 -- [Unverified] secondary-source numbers, comparison only
+REPORTED = {  # unverified secondary-source numbers (docs/results.md), comparison only
     ("distance", "rope"): "92.64", ("distance", "mla"): "88.34",
     ("distance", "sinusoidal"): "second best", ("distance", "alibi"): "fails",
     ("distance", "none"): "fails", ("count", "rope"): "69.43", ("count", "mla"): "97.41",
@@ -40,7 +40,7 @@ REPORTED = {  # spec tasks.md §A.7 -- [Unverified] secondary-source numbers, co
 class Settings:
     """Every knob of the experiment; ``dataclasses.asdict`` goes into results.json."""
 
-    # data (spec §A.2-A.3)
+    # data (arXiv 2505.13027)
     distance_samples: int = 100_000
     count_samples: int = 50_000
     seq_len: int = 128
@@ -52,12 +52,12 @@ class Settings:
     count_range: tuple = (0, 100)
     count_triggers: int = 30
     exclude_triggers_from_fillers: bool = True   # False: faithful (extra trigger copies)
-    filler_ids: str = "all"                       # [Interpretation] "all" | "non_special"
+    filler_ids: str = "all"                       # docs/interpretations.md: "all" | "non_special"
     ignore_label0: bool = False                   # True: faithful (counting ignores y = 0)
     dedup: bool = True
     split_seed: int = 42
     train_fraction: float = 0.7
-    # model (spec §A.4)
+    # model (arXiv 2505.13027)
     num_layers: int = 6
     d_model: int = 256
     num_heads: int = 16
@@ -67,7 +67,7 @@ class Settings:
     embed_init_std: float = 1.0
     kv_source: str = "residual"                   # "embeddings": faithful quirk
     pooling: str = "mean"
-    # PEs (spec §A.5)
+    # PEs (arXiv 2505.13027)
     pes: tuple = PES
     count_pes: tuple = PES
     sweep_k: tuple = (0, 1, 2, 3, 16)             # partial-head RoPE on the distance task
@@ -78,7 +78,7 @@ class Settings:
     alibi_slopes: str = "canonical"               # "exp": faithful_slopes
     mla_rope_dim: int = 16
     mla_shared_query_rope: bool = False           # True: part of faithful_mla
-    # training (spec §A.4)
+    # training (arXiv 2505.13027)
     epochs: int = 100
     steps: int | None = None                      # overrides epochs when set
     batch_size: int = 512
@@ -92,7 +92,7 @@ class Settings:
     decay_mask: str = "all parameters"            # optax.adamw default, as PyTorch AdamW
     seed_grid: str = "cross"                      # "cross": data x init seeds; "paired": (s, s)
     checkpoint_every: int = 1000                  # 0: no per-run checkpoints (quick)
-    # analysis (spec §A.6)
+    # analysis (arXiv 2505.13027)
     ablation_split: str = "test"                  # "all": train + test, as the original
     ablation_max_samples: int | None = None
     attention_probe: bool = True
@@ -109,7 +109,7 @@ QUICK = dict(distance_samples=3000, count_samples=3000, seq_len=32, max_tokens=3
              seed_grid="paired", checkpoint_every=0, eval_batch_size=1024)
 # Quick settings rationale: length 32 and 2 x 64-wide layers (d_h 16 as in the paper) keep a cell
 # to ~10 s of CPU time, about half of it compilation (one evaluation batch: one compile); lr 3e-3
-# (30x the spec's) compensates for 250 steps; counting runs the three rows its claim is about;
+# (30x the paper's) compensates for 250 steps; counting runs the three rows its claim is about;
 # k = 0 and k = H of the sweep reuse the NoPE and RoPE cells.
 
 
@@ -122,7 +122,7 @@ def seed_pairs(s: Settings, n: int) -> list[tuple[int, int]]:
 
 
 def pe_options(s: Settings, pe: str, k: int | None = None) -> dict[str, Any]:
-    """The registry options of each row (spec §A.5 standard defaults unless overridden)."""
+    """The registry options of each row (arXiv 2505.13027 standard defaults unless overridden)."""
     table = {"none": {}, "sinusoidal": {"layout": "interleaved"},
              "learned": {"init": "normal", "std": s.learned_std},
              "t5": {"num_buckets": s.t5_buckets, "max_distance": s.t5_max_distance},
@@ -245,7 +245,7 @@ def summarise(s: Settings, results: list[dict], prior: dict) -> tuple[str, dict]
             deps = [r["value"]["deposit"] for r in rs]
             agg[f"{task}/{pe}"] = {"accuracy": mean_std(accs), "n": len(rs)}
             acc_rows.append([task, pe, fmt_mean_std(accs, 100), len(rs),
-                             REPORTED.get((task, pe), "[Fill]")])
+                             REPORTED.get((task, pe), "n/a")])
             per_layer = lambda f: " / ".join(  # mean over seeds, one entry per layer
                 f"{np.nanmean([num(d[f][l]) for d in deps]):.2f}" for l in range(s.num_layers))
             dom = [num(d["dominance"][0]) for d in deps]
@@ -275,7 +275,7 @@ def summarise(s: Settings, results: list[dict], prior: dict) -> tuple[str, dict]
         f"{s.alibi_slopes}, fillers exclude triggers {s.exclude_triggers_from_fillers}. "
         "All settings are in results.json.", "",
         "## Test accuracy (%), mean ± sd over seeds", "",
-        markdown_table(["task", "PE", "accuracy", "runs", "reported [Unverified]"], acc_rows), "",
+        markdown_table(["task", "PE", "accuracy", "runs", "reported (unverified)"], acc_rows), "",
         "Order-blind baselines on the test split (%): a bidirectional NoPE model with mean "
         "pooling can reach the length prior (the label correlates with the number of tokens).", "",
         markdown_table(["task", "chance", "majority", "length prior"], pri), "",
@@ -343,7 +343,7 @@ def claims(s: Settings, agg: dict, results: list[dict], prior: dict) -> list[str
          verdict(known(*[a[1] for a in absent]) and all(a[1] < 0.5 for a in absent))],
     ]
     return ["## Claims of arXiv 2505.13027 vs this run", "",
-            "Paper numbers are [Unverified] (secondary source, spec §A.7); verdicts are "
+            "Paper numbers are unverified (secondary source, docs/results.md); verdicts are "
             "mechanical (NoPE within 5 points of the length prior; RoPE ≥ NoPE + 30; MLA within "
             "10 of RoPE; counting: both content-only rows > RoPE + 2; deposit flags as above).",
             "", markdown_table(["claim", "paper", "this run", "verdict"], rows), ""]

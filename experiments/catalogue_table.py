@@ -4,9 +4,9 @@
 ``DIR/catalogue.json``) one row per registered PE: its hook, whether it is relative, its paper, and
 the optimal-scale stress sigma* (arXiv 2604.05217, Eq. 4) of the distances it induces against the
 Hellinger matrix of the exact positional distributions of the three-regime corpus (n = 128,
-V = 2000, linear mixing, seed 0; spec geometry.md §12.1/§12.4). PEs are built through the registry
+V = 2000, linear mixing, seed 0; docs/interpretations.md). PEs are built through the registry
 at d_model = 64, 4 heads, bidirectional, at initialisation (learned tables are random there);
-sinusoidal, RoPE, ALiBi and NoPE also get the spec's closed forms (d = 768, d_h = 64). The MDS row
+sinusoidal, RoPE, ALiBi and NoPE also get their closed forms (d = 768, d_h = 64). The MDS row
 uses the full-rank classical MDS coordinates of the same matrix.
 """
 from __future__ import annotations

@@ -30,7 +30,7 @@ FIXED_PES = {  # label -> (registry name, options); grid_width is added for the 
     "rope2d_axial": ("rope2d_axial", {}),
     "random_fixed": ("random_fixed", {}),
 }
-REFERENCE = {  # spec §B.10, companion replication (test / val = human puzzles), mean %
+REFERENCE = {  # companion replication (ljhearne/LSTNN_public) (test / val = human puzzles), mean %
     "sin2d": (98.51, 97.65), 0.1: (96.99, 92.47), 0.2: (98.61, 95.56), 0.5: (98.64, 94.63),
     1.0: (98.07, 89.38), 2.0: (84.66, 37.72)}
 
@@ -44,19 +44,19 @@ class SweepOptions:
     seeds: tuple[int, ...] = COMPANION_SEEDS
     data_seed: int = 0
     n_per_condition: int = 3000
-    # model (spec §B.6)
+    # model (arXiv 2406.08272)
     d_model: int = 160
     num_layers: int = 4
     num_heads: int = 1
     mlp_ratio: int = 4
     post_ln: bool = True
     mlp_trailing_gelu: bool = True
-    readout: str = "last"               # [Interpretation] "last" (companion), "query", "mean"
+    readout: str = "last"               # docs/interpretations.md: "last" (companion), "query", "mean"
     pe_every_layer: bool = True
     grid_width: int = 4
-    random_fixed_std: float = 1.0       # [Interpretation] std of the fixed random table
-    rope_base: float = 10000.0          # [Interpretation] base of axial 2-D RoPE
-    # training (spec §B.7)
+    random_fixed_std: float = 1.0       # docs/interpretations.md: std of the fixed random table
+    rope_base: float = 10000.0          # docs/interpretations.md: base of axial 2-D RoPE
+    # training (arXiv 2406.08272)
     optimizer: str = "adam"             # AdamW with weight decay 0 == Adam
     learning_rate: float = 1e-4
     batch_size: int = 128
@@ -395,7 +395,7 @@ def write_report(rows: list[dict], opts: SweepOptions, meta: dict, out_dir: str)
         "Similarity: learned per-layer tables vs the 2-D sinusoid (mean over layers); fixed "
         "tables are scored too (sin2d = 1 by construction). OOD B/T/Q = binary / ternary / "
         "quaternary.", "",
-        "## Reference (spec §B.10, companion replication; 15 seeds, 4,000 epochs) — test / "
+        "## Reference (companion replication, ljhearne/LSTNN_public; 15 seeds, 4,000 epochs) — test / "
         "human-puzzle val accuracy %", "",
         markdown_table(["PE", "test", "val"], ref_rows), "",
         "Every σ reaches 100 % train accuracy there; val falls monotonically for σ > ~0.5.", "",

@@ -1,6 +1,6 @@
 """Length generalisation: train decoders on short algorithmic instances, test on longer ones.
 
-Protocol (spec tasks.md §C.2, after Kazemnejad et al., "The Impact of Positional Encoding on
+Protocol (after Kazemnejad et al., "The Impact of Positional Encoding on
 Length Generalization in Transformers", arXiv 2305.19466): decoder-only, causal, pre-LN models
 (``TransformerConfig(causal=True)``, ``LanguageModel``) are trained on
 ``<bos> input <sep> target <eos>`` with instance lengths l in [1, L] (loss on the target tokens and
@@ -50,7 +50,7 @@ FULL_PES = QUICK_PES + ("cape", "hype", "gridpe", "tupe", "cpe", "lape", "comple
 
 @dataclasses.dataclass(frozen=True)
 class LGConfig:
-    """Every setting of a run (recorded in results.json; [Interpretation] choices included).
+    """Every setting of a run (recorded in results.json; interpretation choices included, docs/interpretations.md).
 
     Attributes:
       tasks, pes: what to run.
@@ -63,7 +63,7 @@ class LGConfig:
       greedy_check_per_length: instances per test length decoded greedily to cross-check the
         teacher-forced exact match; ``greedy_check_pes`` limits the check to some PEs (None: all).
       unseen_rows: learned tables cover the longest test sequence; rows never trained stay at
-        their init ("init", spec C.2; the only value supported here: interpolation needs the
+        their init ("init", arXiv 2305.19466; the only value supported here: interpolation needs the
         instance length, which a padded fixed-width batch does not give).
       rope_scaling_mode: "test_time" (scaling applied to the trained RoPE model at test time) or
         "train_and_test" (each variant trained with its scaling).

@@ -2,7 +2,7 @@
 
     python -m experiments.network_simulation [--quick] [--out DIR] [--seeds N] [--layout grid2d|modular]
 
-Stand-in for the resting-state fMRI experiment of arXiv 2406.08272 (spec tasks.md §B.11): tokens
+Stand-in for the resting-state fMRI experiment of arXiv 2406.08272 (docs/interpretations.md): tokens
 are the nodes of a simulated nonlinear stochastic network with a known 2-D layout; 15 % of the
 nodes of each window are masked and their activity is regressed from the others (MSE). For each
 σ of the learned-PE init we report the masked-prediction R², and how the learned PE's similarity
@@ -40,7 +40,7 @@ class NetOptions:
     post_ln: bool = True
     mlp_trailing_gelu: bool = True
     pe_every_layer: bool = True
-    mask_token: str = "zeros+flag"      # [Interpretation] masked content zeroed, plus a 0/1 flag
+    mask_token: str = "zeros+flag"      # docs/interpretations.md: masked content zeroed, plus a 0/1 flag
     optimizer: str = "adam"
     learning_rate: float = 1e-4
     batch_size: int = 32
@@ -359,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "layout_vs_fc": layout_vs_fc, "summary": rows, "cells": cells, "versions": versions(),
         "plots": plots, "wall_seconds": time.perf_counter() - t0,
         "notes": {"fmri": "the 3-D fMRI dataset is not available offline; this simulation "
-                          "stands in for it (every knob is an interpretation, spec §B.11)"}})
+                          "stands in for it (every knob is an interpretation, see docs/interpretations.md)"}})
     print(report)
 
 

@@ -1,6 +1,6 @@
 """Flagship experiment of arXiv 2604.05217 ("On the Geometry of Positional Encodings in
 Transformers", G. Cirrincione): stress of every positional encoding against the Hellinger
-geometry of positional statistics, on a synthetic corpus, SST-2 and IMDB (spec geometry.md §12).
+geometry of positional statistics, on a synthetic corpus, SST-2 and IMDB (arXiv 2604.05217).
 
     python -m experiments.stress_table --dataset synthetic|sst2|imdb [--quick] [--out DIR]
         [--seeds N] [--data-dir DIR] [--vocab-file VOCAB] [--set key=value ...]
@@ -8,7 +8,7 @@ geometry of positional statistics, on a synthetic corpus, SST-2 and IMDB (spec g
 Writes ``DIR/results.json`` (every interpretation option recorded), ``DIR/report.md`` and PNG
 plots. Tables: E1 stress per encoding (raw and optimal scale; plug-in, split-half and, on the
 synthetic corpus, exact ``P``), E2 spectrum, E3 parameters, E4 accuracy of an encoder trained
-with each PE, and the sample-size sensitivity analysis of spec §12.4. Finished cells (trained
+with each PE, and the sample-size sensitivity analysis (docs/interpretations.md). Finished cells (trained
 models, sensitivity cells) are stored under ``DIR/cells`` and skipped on rerun.
 """
 from __future__ import annotations
@@ -35,14 +35,14 @@ _NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodin
 
 @dataclasses.dataclass(frozen=True)
 class StressConfig:
-    """Every option of the experiment; each [Interpretation] of the spec is a field.
+    """Every option of the experiment; each reading in docs/interpretations.md is a field.
 
-    Geometry (spec geometry.md §2-§7): ``metric`` (chord, Eq. (3)); ``keep_special`` ([CLS]/[SEP]
+    Geometry (arXiv 2604.05217; docs/interpretations.md): ``metric`` (chord, Eq. (3)); ``keep_special`` ([CLS]/[SEP]
     kept as ordinary tokens); ``pad_mode``; ``smoothing``; ``top_k``; ``min_count`` (positions
     with fewer samples end the analysed range); ``tau`` (full rank r_tau); ``eps`` (low rank
     r_eps, energy rule); stresses are Eq. (4) without square root, reported both raw and at the
     optimal scale (raw is the primary number for MDS rows, sigma* for all others);
-    ``sinusoidal_dim``/``rope_head_dim``/``rope_mode``/``alibi_scale`` (adapters, §6);
+    ``sinusoidal_dim``/``rope_head_dim``/``rope_mode``/``alibi_scale`` (adapters, docs/interpretations.md);
     ``smacof_*``. Synthetic corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``,
     ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
     sizes, ``pooling``, optimiser, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
@@ -86,7 +86,7 @@ class StressConfig:
     vocab_file: str | None = None
     data_dir: str | None = None
     hub_timeout: float = 5.0
-    # sensitivity (spec §12.4 toy: V = 2000, n = 128)
+    # sensitivity (docs/interpretations.md toy: V = 2000, n = 128)
     sens_positions: int = 128
     sens_vocab: int = 2000
     sens_samples: tuple[int | None, ...] = (None, 100_000, 10_000, 1_000)

@@ -1,10 +1,10 @@
 """Checks of the Appendix A lemmas and the Monotonicity Conjecture (arXiv 2604.05217).
 
-The statements are a reconstruction (spec geometry.md §11, [Interpretation]); the reading each
+The statements are a reconstruction (arXiv 2604.05217, App. A; docs/interpretations.md); the reading each
 check tests is in its docstring and in ``CheckResult.detail``. All run on the NTK-parameterised
 toy MLM model (:mod:`ntk.toy`) over a width sweep (:mod:`ntk.sweeps`) on the three-regime
 corpus with exact ``P``, from a common position initialisation (``p_i(0) = 0``), so
-``Delta p_i = p_i(t)``. Thresholds were fixed from the spec and the NTK theory before any run:
+``Delta p_i = p_i(t)``. Thresholds were fixed from the NTK theory before any run:
 
 * the NTK limit of the context-free toy has ``Theta_p -> kappa I_V`` per position, so at small
   ``t``: ``Delta p_i ~ -t J^T (q - P_i)`` -- affine in ``P_i`` (L3) with an isometric ``A`` on
@@ -63,7 +63,7 @@ def lemma2_sufficiency(cfg: SweepConfig) -> CheckResult:
     initialisation; corpus A couples all positions comonotonically, corpora B are column
     shuffles of A (identical per-position empirical marginals, independent joint). Statistic:
     ``||g_A - g_B|| / ||g_B||`` at the largest width; noise floor: two shuffles B1 vs B2.
-    Pass: gap < 1e-2 (spec) with a noise floor < 1e-2. Reported too: the gap through the
+    Pass: gap < 1e-2 (fixed beforehand) with a noise floor < 1e-2. Reported too: the gap through the
     masked slot only (keys/values detached) and the context-free control (exact).
     """
     res = sufficiency_sweep(cfg)

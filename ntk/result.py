@@ -18,7 +18,7 @@ class CheckResult:
       passed: whether ``statistic`` meets ``threshold`` and the conditions stated in ``detail``.
       statistic / threshold: the headline number and its pass threshold.
       detail: one line stating the reading tested, the numbers and the pass rule.
-      data: per-width series, the configuration (every [Interpretation] choice) and versions.
+      data: per-width series, the configuration (every interpretation choice) and versions.
     """
 
     name: str

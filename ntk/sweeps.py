@@ -1,6 +1,6 @@
 """Width sweeps of the toy MLM model that feed the Appendix A lemma checks.
 
-One configuration (:class:`SweepConfig`, every [Interpretation] choice a field) drives two
+One configuration (:class:`SweepConfig`, every interpretation choice a field) drives two
 sweeps, each cached per configuration so the checks share them:
 
 * :func:`training_sweep` - for each width and seed: exact gradient descent on the exact
@@ -12,7 +12,7 @@ sweeps, each cached per configuration so the checks share them:
   the attention toy on a comonotone corpus and on column-shuffled copies of it (same empirical
   marginals, independent joint), and the context-free control (L2).
 
-Reference: G. Cirrincione, arXiv 2604.05217, Appendix A (reconstruction: spec geometry.md §11).
+Reference: G. Cirrincione, arXiv 2604.05217, Appendix A (reconstruction: docs/interpretations.md).
 """
 from __future__ import annotations
 

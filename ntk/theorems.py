@@ -1,12 +1,12 @@
 """Numerical tests of Theorems 1 and 4 of arXiv 2604.05217 on small posjax encoders.
 
-* Theorem 1 (necessity, spec geometry.md §10.1): a bidirectional encoder without PE commutes
+* Theorem 1 (necessity, arXiv 2604.05217, Thm. 1): a bidirectional encoder without PE commutes
   with permutations of its input, so with an order-independent readout (mean pooling) it gives
   ``x`` and ``reverse(x)`` the same prediction and cannot fit a target with ``y(x) != y(Pi x)``.
   :func:`order_task` builds such a target (``y = [x_0 > x_{T-1}]`` on a set closed under
   reversal), for which the best achievable mean cross-entropy of any such model is exactly
   ``>= log 2``.
-* Theorem 4 (positional separation, §10.2): training an encoder with a learned PE on an
+* Theorem 4 (positional separation): training an encoder with a learned PE on an
   order-sensitive task separates every pair of positions. :func:`pointer_task` (label = the
   position of a marker token) needs every position distinct: if positions ``i`` and ``j`` share
   one parameter the model is invariant under swapping them, and on a set closed under that swap
@@ -183,7 +183,7 @@ def theorem1_necessity(config=None, *, length: int = 6,
 
     Reading: bidirectional posjax encoder (2 layers, PE ``"none"``): ``max |F(Pi x) - Pi F(x)|``
     over 5 random permutations; then mean-pooled classifiers with PE ``"none"`` and
-    ``"learned"`` trained on ``y = [x_0 > x_{T-1}]`` over a reversal-closed set (spec §10.1).
+    ``"learned"`` trained on ``y = [x_0 > x_{T-1}]`` over a reversal-closed set (arXiv 2604.05217, Thm. 1).
     """
     tokens, labels = order_task(num_pairs, length, vocab_size, seed=seed)
     enc = encoder_fn(encoder_config("none", length=length, vocab_size=vocab_size,
@@ -215,10 +215,10 @@ def theorem4_separation(config=None, *, length: int = 8,
     """Theorem 4: learned positions of a model at near-zero loss are pairwise distinct.
 
     Reading: pointer task (label = position of a marker), mean-pooled posjax classifier with a
-    learned PE initialised at zero (all positions tied at start, [Interpretation]); after
+    learned PE initialised at zero (all positions tied at start, docs/interpretations.md); after
     Adam training to near-zero loss, ``min_{i != j} ||p_i - p_j|| / mean ||p_i - p_j||`` must
     exceed ``threshold`` on every seed. Tying positions ``tie`` into one parameter must leave
-    the loss above its exact bound ``pair_fraction * log 2`` (spec §10.2).
+    the loss above its exact bound ``pair_fraction * log 2`` (arXiv 2604.05217, Thm. 4).
     """
     tokens, labels, frac = pointer_task(num_samples, length, vocab_size, swap=tie, seed=0)
     cfg = encoder_config("learned", length=length, vocab_size=vocab_size,

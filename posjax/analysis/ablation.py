@@ -1,11 +1,11 @@
 """Head ablation and the "single-head deposit" metrics of arXiv 2505.13027 (*Deconstructing
-Positional Information: From Attention Logits to Training Biases*), spec ``tasks.md`` §A.6.
+Positional Information: From Attention Logits to Training Biases*).
 
 ``head_ablation`` zeroes one head at a time through the model's ``head_mask`` argument (the mask
 multiplies the head's output before W_O, equivalent to zeroing that head's rows of W_V and b_V)
 and returns the accuracy ``[layers, heads]``. The forward pass is jitted once per model and the
 masks are data, so the ``L * H`` ablations never recompile. ``deposit_metrics`` turns the
-accuracy drops into the scalar summaries the spec defines as an [Interpretation] of the paper's
+accuracy drops into scalar summaries, an interpretation (docs/interpretations.md) of the paper's
 plots (concentration, dominance, deposit flag).
 """
 from __future__ import annotations
@@ -111,11 +111,11 @@ def single_head_masks(layers: int, heads: int) -> np.ndarray:
 
 def head_ablation(model: nnx.Module, dataset: Mapping[str, Any], *, batch_size: int = 256,
                   return_baseline: bool = False):
-    """Accuracy with each single head removed (spec §A.6 step 2).
+    """Accuracy with each single head removed (arXiv 2505.13027, ablation step 2).
 
     Args:
       model: classifier with a ``head_mask`` argument.
-      dataset: evaluation split (spec default ``ablation_split="test"``).
+      dataset: evaluation split (default ``ablation_split="test"``).
       batch_size: evaluation batch size.
       return_baseline: also return the unablated accuracy A₀ (all-ones mask, same pass).
 
@@ -138,7 +138,7 @@ def _top_two(row: np.ndarray) -> tuple[float, float]:
 def deposit_metrics(ablated: np.ndarray, baseline: float, *, drop_threshold: float = 30.0,
                     dominance_threshold: float = 5.0, deposit_layer: int = 0
                     ) -> dict[str, Any]:
-    """Scalar deposit summaries of a head-ablation result (spec §A.6 step 3, [Interpretation]).
+    """Scalar deposit summaries of a head-ablation result (ablation step 3; docs/interpretations.md).
 
     With ``Δ[l, h] = 100 (A₀ - A[l, h])`` in accuracy points:
 
@@ -152,9 +152,9 @@ def deposit_metrics(ablated: np.ndarray, baseline: float, *, drop_threshold: flo
     Args:
       ablated: ``[layers, heads]`` accuracies in [0, 1] from :func:`head_ablation`.
       baseline: the unablated accuracy A₀ in [0, 1].
-      drop_threshold: minimum largest drop, in points (spec: 30).
-      dominance_threshold: minimum dominance ratio (spec: 5).
-      deposit_layer: the layer tested for a deposit (spec: 0, the paper's "layer 1").
+      drop_threshold: minimum largest drop, in points (default 30).
+      dominance_threshold: minimum dominance ratio (default 5).
+      deposit_layer: the layer tested for a deposit (default 0, the paper's "layer 1").
 
     Returns:
       dict with ``drops [L, H]``, per-layer lists ``max_drop``, ``argmax_head``,
@@ -192,7 +192,7 @@ def attention_mass(model: nnx.Module, dataset: Mapping[str, Any], key_positions:
                    batch_size: int = 64) -> np.ndarray:
     """Mean attention weight that real queries put on given keys, per layer and head.
 
-    Used to check that the deposit head h* "peaks on triggers" (spec §A.6 step 4).
+    Used to check that the deposit head h* "peaks on triggers" (ablation step 4).
 
     Args:
       model: classifier accepting ``return_attention=True``.

@@ -1,5 +1,5 @@
-"""Similarity of a learned positional-encoding table to a ground truth (arXiv 2406.08272, spec
-tasks.md §B.9 and §B.11), plus data-agnostic network metrics and a 2-D view of a table.
+"""Similarity of a learned positional-encoding table to a ground truth (arXiv 2406.08272;
+docs/interpretations.md), plus data-agnostic network metrics and a 2-D view of a table.
 
 All scores are rotation invariant or alignment based, because any rotation of a valid code is
 an equally valid code:
@@ -106,7 +106,7 @@ def _layers(table) -> np.ndarray:
 
 
 def pe_similarity(learned_table, reference_table) -> dict[str, Any]:
-    """Similarity of a learned PE to a reference (ground-truth) PE (arXiv 2406.08272, §B.9).
+    """Similarity of a learned PE to a reference (ground-truth) PE (arXiv 2406.08272).
 
     Args:
       learned_table: ``[n, d]`` or ``[L, n, d]`` (one table per layer).

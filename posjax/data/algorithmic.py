@@ -1,4 +1,4 @@
-"""Algorithmic tasks for length generalisation (spec tasks.md §C.2; Kazemnejad et al., "The Impact
+"""Algorithmic tasks for length generalisation (arXiv 2305.19466: Kazemnejad et al., "The Impact
 of Positional Encoding on Length Generalization in Transformers", arXiv 2305.19466).
 
 Every instance is one token sequence ``<bos> input <sep> target <eos>``, right-padded with

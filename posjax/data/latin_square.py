@@ -1,5 +1,5 @@
 """The Latin Square Task (LST) of arXiv 2406.08272, *Learning (interpretable) positional encodings
-in transformers depends on initialization* (spec ``tasks.md`` §B.2-B.4).
+in transformers depends on initialization* (arXiv 2406.08272).
 
 A puzzle is a 4x4 grid: 0 = blank, 1-4 = shapes, 5 = the query cell "?". The completed grid is a
 Latin square; the target is the shape under "?". Construction (vectorised over puzzles):
@@ -45,24 +45,24 @@ class LSTOptions:
       jaccard_min: minimum one-hot Jaccard distance of a generated puzzle to every OOD puzzle.
       test_fraction: stratified held-out fraction of the pool (0.1 -> 8,100 / 900).
       split_seed: ``random_state`` of the stratified split (42 in the companion code).
-      square_sampler: [Interpretation] "row_major_fill" (companion: each cell uniform among the
+      square_sampler: (interpretation) "row_major_fill" (companion: each cell uniform among the
         shapes unused in its row and column, restart on a dead end) or "uniform" (the 576 squares).
-      pluck_rule: [Interpretation] when a cell with shape v may be blanked: "hidden_single"
+      pluck_rule: (interpretation) when a cell with shape v may be blanked: "hidden_single"
         (companion generator: in its row or in its column no other cell can still hold v, each
         other cell being filled or blank with v in its other line), "line" (its row or its column
         alone still holds the 3 other shapes) or "row_col" (row and column name 3 shapes).
-      target_blanks: [Interpretation] stop plucking at this many blanks (None: until stuck;
+      target_blanks: (interpretation) stop plucking at this many blanks (None: until stuck;
         11 = the companion's stop at 5 givens).
-      quaternary_rule: [Interpretation] "chain" (spec: one other blank cell of the query's row or
+      quaternary_rule: (interpretation) "chain" (paper text: one other blank cell of the query's row or
         column is deduced from its own row and column, then the query from its row and column)
         or "hidden_single" (companion verifier: the query's shape is the one shape missing from
         its row (column) that every other blank of that row (column) is denied by its column
         (row)).
-      jaccard_encoding: [Interpretation] "cells" (companion: ``scipy.spatial.distance.jaccard`` on
+      jaccard_encoding: (interpretation) "cells" (companion: ``scipy.spatial.distance.jaccard`` on
         the 16 raw cell values, as older scipy computed it for integer vectors -- the fraction of
         disagreeing cells among cells not blank in both; scipy 1.17 now binarises the inputs) or "onehot"
-        (spec text: one-hot 16 x 6 vectors; at 0.8 it accepts ~1e-4 of candidates).
-      ood_unique_per_condition, ood_rotations: [Interpretation] the OOD stand-in for the human
+        (paper text: one-hot 16 x 6 vectors; at 0.8 it accepts ~1e-4 of candidates).
+      ood_unique_per_condition, ood_rotations: (interpretation) the OOD stand-in for the human
         set (12 unique x 3 rotations by 90 degrees per condition = 108 puzzles).
       unique: drop duplicate puzzles from the generated pool.
     """
@@ -301,7 +301,7 @@ def jaccard_distances(a: np.ndarray, b: np.ndarray, encoding: str = "cells") -> 
     """Jaccard distances ``[Na, Nb]`` between puzzles ``a [Na, 4, 4]`` and ``b [Nb, 4, 4]``.
 
     ``"cells"`` (companion code, older scipy ``jaccard`` on the raw cell values): the fraction of
-    cells that differ among the cells not blank in both puzzles. ``"onehot"`` (spec text): Jaccard
+    cells that differ among the cells not blank in both puzzles. ``"onehot"`` (paper text): Jaccard
     distance of the one-hot 16 x 6 vectors; each has 16 ones, so with m equal cells the distance
     is 1 - m / (32 - m).
     """
@@ -365,7 +365,7 @@ def generate(num_puzzles: int, *, seed: int, complexity: int | Sequence[int] | N
              options: LSTOptions | None = None, exclude: np.ndarray | None = None,
              jaccard_min: float | None = None, unique: bool | None = None,
              batch_size: int | None = None, max_batches: int = 400) -> dict[str, np.ndarray]:
-    """Generate LST puzzles (arXiv 2406.08272, spec tasks.md §B.2).
+    """Generate LST puzzles (arXiv 2406.08272).
 
     Args:
       num_puzzles: how many to return.
@@ -458,7 +458,7 @@ def make_splits(options: LSTOptions | None = None, *, seed: int = 0) -> dict[str
     """The LST splits: ``train``/``test`` (stratified split of the generated pool) and ``ood``.
 
     The OOD set is generated first (seed ``seed``); the pool (seed ``seed + 1``) keeps only
-    puzzles at Jaccard distance >= ``jaccard_min`` from every OOD puzzle (spec §B.3 fallback).
+    puzzles at Jaccard distance >= ``jaccard_min`` from every OOD puzzle (fallback when too few pass).
     """
     from sklearn.model_selection import train_test_split  # lazy: heavy import
 
@@ -478,7 +478,7 @@ def model_inputs(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Returns:
       ``features [N, 16, 5]`` float32 one-hot of (shape 1-4, query) in row-major order, with a
-      blank cell the zero vector (spec §B.4), and ``positions [16]`` int32 flat indices
+      blank cell the zero vector (arXiv 2406.08272), and ``positions [16]`` int32 flat indices
       p = r * 4 + c (2-D PEs recover (r, c) with their ``grid_width`` option).
     """
     states = puzzle_states(np.asarray(grid))

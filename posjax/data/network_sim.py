@@ -1,7 +1,7 @@
 """A simulated brain-like network: a stand-in for the resting-state fMRI data of arXiv 2406.08272
 (v3 adds a nonlinear stochastic network simulation; the fMRI data are not available offline).
 
-Spec tasks.md §B.11 (every knob is an [Interpretation], recorded via :class:`NetworkSimOptions`):
+Every knob is an interpretation (docs/interpretations.md), recorded via :class:`NetworkSimOptions`):
 
 * nodes on a known 2-D layout: an 8 x 8 grid (``"grid2d"``; W_ij = g exp(-|u_i - u_j|^2 / 2l^2))
   or 4 modules (``"modular"``; edges with probability 0.5 within and 0.05 between modules, the
@@ -24,7 +24,7 @@ LAYOUTS = ("grid2d", "modular")
 
 @dataclasses.dataclass(frozen=True)
 class NetworkSimOptions:
-    """Knobs of the simulation (defaults from spec §B.11)."""
+    """Knobs of the simulation (defaults: docs/interpretations.md)."""
 
     layout: str = "grid2d"
     num_nodes: int = 64

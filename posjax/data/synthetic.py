@@ -1,10 +1,10 @@
-"""Synthetic corpora with known positional distributions (spec geometry.md §12.1, §2).
+"""Synthetic corpora with known positional distributions (docs/interpretations.md).
 
 * :func:`three_regime_corpus` -- beginning / middle / end regimes, each with its own
   Dirichlet(alpha) token distribution, hard or linearly blended across the regime boundaries;
   returns the exact ``P [n, V]`` and, optionally, sampled token sequences.
 * :func:`linear_drift_distributions` -- positions drifting linearly between two Dirichlet
-  distributions (the split-half debiasing toy of spec §2).
+  distributions (the split-half debiasing toy, docs/interpretations.md).
 * :func:`sample_tokens` / :func:`sample_distributions` -- vectorised sampling of sequences (one
   independent draw per position) or of per-position empirical distributions.
 
@@ -114,7 +114,7 @@ def three_regime_corpus(num_positions: int, vocab_size: int,
 def linear_drift_distributions(num_positions: int, vocab_size: int, *, alpha: float = 0.05,
                                seed: int = 0) -> np.ndarray:
     """``P_i = (1 - t_i) Q_0 + t_i Q_1``, ``t_i = i / (n - 1)``, with ``Q_0, Q_1 ~
-    Dirichlet(alpha)`` (the debiasing toy of spec §2: ``V = 2000``, ``n = 6``, ``alpha = 0.05``).
+    Dirichlet(alpha)`` (the debiasing toy of docs/interpretations.md: ``V = 2000``, ``n = 6``, ``alpha = 0.05``).
 
     Returns:
       ``[n, V]`` float64 numpy array.

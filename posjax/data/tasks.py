@@ -1,6 +1,6 @@
 """Synthetic token-id tasks of arXiv 2505.13027 (*Deconstructing Positional Information: From
 Attention Logits to Training Biases*): a position-sensitive "trigger distance" task and a
-position-agnostic "trigger count" task (spec ``tasks.md`` §A.2-A.3).
+position-agnostic "trigger count" task (arXiv 2505.13027).
 
 Both generators are seeded, vectorised with numpy (no Python loop over samples or positions) and
 return a dict of equally long numpy arrays, ready for :class:`posjax.training.ArrayBatches`:
@@ -114,12 +114,12 @@ def trigger_distance(num_samples: int = 100_000, *, seed: int, vocab_size: int =
       seed: data seed (trigger ids and all per-sample draws).
       vocab_size, num_special, pad_id: the vocabulary (574 ids; ids 0-4 reserved; pad 0).
       seq_len, max_tokens: padded length and truncation length.
-      left_range, between_range, right_range: segment lengths (spec: U{1..25}, U{1..70}, U{1..25}).
+      left_range, between_range, right_range: segment lengths (paper: U{1..25}, U{1..70}, U{1..25}).
       exclude_triggers_from_fillers: True (standard) keeps w₁, w₂ out of the fillers; False is
         faithful to the original, where ≈ 19.6 % of samples hold an extra trigger copy.
-      filler_ids: "all" (the spec: the whole vocabulary) or "non_special" (ids >= num_special).
-        [Interpretation] Triggers are always non-special ids.
-      dedup: drop exact duplicate token rows (spec: ≈ 100k remain of 100k).
+      filler_ids: "all" (the paper: the whole vocabulary) or "non_special" (ids >= num_special).
+        Triggers are always non-special ids (docs/interpretations.md).
+      dedup: drop exact duplicate token rows (paper: ≈ 100k remain of 100k).
 
     Returns:
       ``tokens [N, seq_len]``, ``labels [N]``, ``padding_mask [N, seq_len]``,
@@ -182,17 +182,17 @@ def trigger_count(num_samples: int = 50_000, *, seed: int, vocab_size: int = VOC
     (defaults: 101 classes, chance ≈ 1 %).
 
     Args:
-      num_samples: samples drawn (spec: 50,000, no dedup).
+      num_samples: samples drawn (paper: 50,000, no dedup).
       seed: data seed.
       vocab_size, num_special, pad_id, seq_len: as in :func:`trigger_distance`.
-      length: real tokens per sample (spec: exactly 120).
-      num_triggers: size of the trigger set (spec: 30).
-      count_range: inclusive range of c (spec: 0..100).
+      length: real tokens per sample (paper: exactly 120).
+      num_triggers: size of the trigger set (paper: 30).
+      count_range: inclusive range of c (paper: 0..100).
       filler_ids: "all" (non-trigger ids of the whole vocabulary) or "non_special".
       ignore_label0: faithful option of the original code, whose loss ignores y = 0 and whose
         accuracy skips it. Implemented by dropping the y = 0 samples, which is the same for the
         accuracy and, up to batch composition, for a mean-reduced loss. Default False.
-      dedup: drop exact duplicate rows (off in the spec).
+      dedup: drop exact duplicate rows (off in the paper).
 
     Returns:
       ``tokens [N, seq_len]``, ``labels [N]``, ``padding_mask [N, seq_len]``.
@@ -229,7 +229,7 @@ def trigger_count(num_samples: int = 50_000, *, seed: int, vocab_size: int = VOC
 
 def split(arrays: Mapping[str, np.ndarray], fractions: tuple[float, ...] = (0.7, 0.3), *,
           split_seed: int = 42) -> tuple[dict[str, np.ndarray], ...]:
-    """Random split of a dataset dict into parts of the given fractions (spec: 70/30, seed 42).
+    """Random split of a dataset dict into parts of the given fractions (paper: 70/30, seed 42).
 
     The rounding remainder goes to the last part; every sample lands in exactly one part.
     """
@@ -248,7 +248,7 @@ def split(arrays: Mapping[str, np.ndarray], fractions: tuple[float, ...] = (0.7,
 
 
 def num_classes(labels: np.ndarray) -> int:
-    """Classifier width for labels ``0..max`` (spec: max label + 1; 72 and 101 by default)."""
+    """Classifier width for labels ``0..max`` (paper: max label + 1; 72 and 101 by default)."""
     return int(np.max(labels)) + 1
 
 

@@ -44,7 +44,7 @@ class DatasetSpec:
       splits: canonical split name -> accepted aliases (also tried as local file names).
       text_columns: accepted text columns, in order of preference.
       num_classes: labels must lie in ``[0, num_classes)``.
-      max_len: default sequence length (spec geometry.md §12.1: SST-2 64, IMDB 512).
+      max_len: default sequence length (SST-2 64, IMDB 512).
     """
 
     hub: tuple[tuple[str, str | None], ...]
@@ -329,7 +329,7 @@ class TextTokenizer:
 
         ``keep_special=True`` gives BERT inputs ``[CLS] w_0 ... [SEP]`` (truncation keeps the
         final ``[SEP]``); ``False`` gives the content tokens only, re-indexed from position 0
-        (spec geometry.md §2, option ``keep_special``).
+        (docs/interpretations.md, option ``keep_special``).
         """
         if max_len < (3 if keep_special else 1):
             raise ValueError(f"max_len={max_len} is too short")

@@ -4,7 +4,7 @@
 ids are small) and every device scatter-adds only the tokens at its own positions
 (``jax.shard_map``), so the full ``[n, V]`` count matrix never exists on one device.
 :func:`sharded_positional_distributions` turns the counts into ``P`` with the plug-in estimator
-and the options of :func:`posjax.geometry.positional_distributions` (spec geometry.md §2), with
+and the options of :func:`posjax.geometry.positional_distributions` (docs/interpretations.md), with
 the same numbers; its rows stay split for :func:`posjax.distributed.sharded_hellinger_matrix`.
 
 Reference: G. Cirrincione, "On the Geometry of Positional Encodings in Transformers",
@@ -152,7 +152,7 @@ def sharded_positional_distributions(
     """Positional distributions ``P [n, V]`` and counts ``N [n]``, sharded by rows.
 
     The same estimator, options and numbers as :func:`posjax.geometry.positional_distributions`
-    (``P_i(w) = (C_iw + alpha) / (N_i + alpha V)``, spec geometry.md §2), computed with
+    (``P_i(w) = (C_iw + alpha) / (N_i + alpha V)``, docs/interpretations.md), computed with
     :func:`sharded_positional_counts`. ``sparse=True`` is not offered here (the rows are
     already spread over devices); ``num_positions`` is required for an iterable corpus.
 

@@ -13,7 +13,7 @@ of the ``D`` devices of the row axis.
   live on a device at once; no device holds all of ``P``.
 * :func:`sharded_hellinger_matrix` finishes as :func:`posjax.geometry.hellinger_matrix` does:
   ``D^2 = g_i + g_j - 2 G`` symmetrised, an exactly zero diagonal, pairs with ``D^2 < exact_tol``
-  recomputed in the difference form ``sum_w (S_iw - S_jw)^2`` (spec geometry.md §3.2), then the
+  recomputed in the difference form ``sum_w (S_iw - S_jw)^2`` (docs/design.md), then the
   requested metric (chord, normalised, fr_arc, fisher_rao) or the split-half debiased estimate.
 
 Reference: G. Cirrincione, "On the Geometry of Positional Encodings in Transformers",
@@ -286,7 +286,7 @@ def sharded_hellinger_matrix(P: Any, *, mesh: Mesh | None = None,
       arccos BC``, default scale 1) and ``"fisher_rao"`` (``2 arccos BC``);
     * ``D^2 = g_i + g_j - 2 G`` from the ring Gram matrix of :func:`sharded_bhattacharyya`,
       symmetrised, with an exactly zero diagonal; pairs with ``D^2 < exact_tol`` are recomputed
-      in the difference form (spec geometry.md §3.2; ``exact_tol=0`` disables it);
+      in the difference form (docs/design.md; ``exact_tol=0`` disables it);
     * ``debias="split_half"``: ``C_ij = <sqrt(P^A_i), sqrt(P^B_j)>`` symmetrised,
       ``BC~ = clip(C_ij / sqrt(C_ii C_jj), 0, 1)``, ``D~^2 = 2 - 2 BC~``.
 

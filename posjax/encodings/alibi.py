@@ -62,7 +62,7 @@ def alibi_bias(num_heads: int, q_positions: jax.Array, k_positions: jax.Array, *
 
 @dataclasses.dataclass(frozen=True)
 class AlibiOptions:
-    """Options of ALiBi (spec encodings.md §5). ``bidirectional=None`` follows the model (its
+    """Options of ALiBi (arXiv 2108.12409). ``bidirectional=None`` follows the model (its
     ``causal`` flag); ``slopes="exp"`` is faithful to arXiv 2505.13027's code."""
 
     bidirectional: bool | None = None

@@ -41,7 +41,7 @@ def cape_positions(key: jax.Array, positions: jax.Array, batch: int, *, max_glob
 
 @dataclasses.dataclass(frozen=True)
 class CapeOptions:
-    """Options of CAPE (spec encodings.md §11); text defaults of ``gcambara/cape``.
+    """Options of CAPE (arXiv 2106.03143); text defaults of ``gcambara/cape``.
 
     Attributes:
       max_global_shift: Delta_max (5).

@@ -42,7 +42,7 @@ def complex_embedding(amplitude: jax.Array, frequency: jax.Array, phase: jax.Arr
 
 @dataclasses.dataclass(frozen=True)
 class ComplexOptions:
-    """Options of the complex-valued PE (spec encodings.md §15).
+    """Options of the complex-valued PE (arXiv 1912.12333).
 
     Attributes:
       parametrisation: "projection" (r, omega, phi affine in the token embedding; the only one

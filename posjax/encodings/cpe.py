@@ -61,7 +61,7 @@ def depthwise_conv2d(x: jax.Array, kernel: jax.Array, bias: jax.Array, grid: tup
 
 @dataclasses.dataclass(frozen=True)
 class CpeOptions:
-    """Options of CPE/PEG (spec encodings.md §12).
+    """Options of CPE/PEG (arXiv 2102.10882).
 
     Attributes:
       kernel_size: k (3); odd for the non-causal (centred) convolution.

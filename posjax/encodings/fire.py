@@ -43,7 +43,7 @@ def fire_inputs(q_positions: jax.Array, k_positions: jax.Array, *, c: jax.Array,
 
 @dataclasses.dataclass(frozen=True)
 class FireOptions:
-    """Options of FIRE (spec encodings.md §10).
+    """Options of FIRE (arXiv 2310.04418).
 
     Attributes:
       hidden: width of the MLP f_theta (32).

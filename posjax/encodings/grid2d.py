@@ -34,7 +34,7 @@ def grid_coordinates(positions: jax.Array, grid_width: int) -> tuple[jax.Array, 
 
 def sinusoidal_2d_at(rows: jax.Array, cols: jax.Array, dim: int, base: float = 10000.0
                      ) -> jax.Array:
-    """2-D sinusoid ``[..., dim]`` at grid coordinates (arXiv 2406.08272, spec §B.5).
+    """2-D sinusoid ``[..., dim]`` at grid coordinates (arXiv 2406.08272).
 
     With w_k = base^(-2k/(dim/2)), k = 0..dim/4 - 1:
     PE[2k] = sin(c w_k), PE[2k+1] = cos(c w_k), PE[dim/2 + 2k] = sin(r w_k),

@@ -78,7 +78,7 @@ def apply_gridpe(x: jax.Array, positions: jax.Array, wave_vectors: jax.Array, *,
 
 @dataclasses.dataclass(frozen=True)
 class GridPEOptions:
-    """Options of GridPE (spec encodings.md §18).
+    """Options of GridPE (arXiv 2406.07049).
 
     Attributes:
       dims: n, the dimension of positions (1 for sequences, 2 for image grids).

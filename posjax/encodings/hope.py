@@ -48,10 +48,10 @@ def hope_frequencies(rot_dim: int, base: float = 10000.0, *, train_length: float
 
 @dataclasses.dataclass(frozen=True)
 class HopeOptions(RoPEOptions):
-    """Options of HoPE (spec encodings.md §16), on top of RoPE's.
+    """Options of HoPE (arXiv 2410.21216), on top of RoPE's.
 
     Attributes:
-      cutoff: "wavelength" (default) or "pairs" (the ``hope_cutoff`` of the spec).
+      cutoff: "wavelength" (default) or "pairs" (docs/interpretations.md).
       train_length: wavelength threshold; None uses the model's ``max_len``.
       rotated_pairs: number of rotated pairs for ``cutoff="pairs"``.
     """

@@ -5,7 +5,7 @@ B_h(i, j) = -tau_h sinh(mu_h (j - i)),  tau_h > 0, learnable tau and mu per head
 
 The paper realises B without materialising it, by appending two coordinates to q and k:
 q_i gets sqrt(d_h) (-(tau/2) e^(-mu i), (tau/2) e^(mu i)) and k_j gets (e^(mu j), e^(-mu j)), whose
-product after the 1/sqrt(d_h) logit scale is -tau sinh(mu (j - i)) [Derived]
+product after the 1/sqrt(d_h) logit scale is -tau sinh(mu (j - i)) (derived)
 (:func:`hype_augment`). posjax's attention keeps q, k and v the same width, so the model uses the
 equivalent materialised ``bias`` hook; the augmentation is exposed and tested as a pure function.
 For small |mu| the bias is ~ tau mu (i - j): with mu < 0 it approximates ALiBi with slope -tau mu,
@@ -64,13 +64,13 @@ def hype_augment(q: jax.Array, k: jax.Array, q_positions: jax.Array, k_positions
 
 @dataclasses.dataclass(frozen=True)
 class HypeOptions:
-    """Options of HyPE (spec encodings.md §19).
+    """Options of HyPE (arXiv 2310.19676).
 
     Attributes:
       mu_init: |mu| at initialisation (mu_h = -mu_init, so the bias starts ALiBi-like).
       slopes: ALiBi slopes m_h that set tau_h = m_h / mu_init ("canonical" or "exp").
       learned: train tau and mu.
-      offset: the sign convention of r in sinh(mu r): "j-i" (spec) or "i-j".
+      offset: the sign convention of r in sinh(mu r): "j-i" (default) or "i-j".
       per_layer: one parameter set per layer (default False: shared like ALiBi).
     """
 

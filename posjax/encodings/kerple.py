@@ -61,7 +61,7 @@ def kerple_power_bias(r1: jax.Array, r2: jax.Array, q_positions: jax.Array,
 
 @dataclasses.dataclass(frozen=True)
 class KerpleOptions:
-    """Options of KERPLE (spec encodings.md §9).
+    """Options of KERPLE (arXiv 2205.09921).
 
     Attributes:
       bidirectional: None follows the model (causal -> ``max(i - j, 0)``); True uses ``|i - j|``.

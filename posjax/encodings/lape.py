@@ -24,7 +24,7 @@ from posjax.encodings.registry import info, make, register
 
 @dataclasses.dataclass(frozen=True)
 class LapeOptions:
-    """Options of LaPE (spec encodings.md §14).
+    """Options of LaPE (arXiv 2212.05262).
 
     Attributes:
       base_pe: registry name of the additive PE whose table is delivered (hook ``embed``).

@@ -42,7 +42,7 @@ def init_table(key: jax.Array, num_positions: int, dim: int, init: str, *, std: 
 
 @dataclasses.dataclass(frozen=True)
 class LearnedOptions:
-    """Options of the learned absolute PE (spec encodings.md §3).
+    """Options of the learned absolute PE (arXiv 1706.03762, Sec. 3.5).
 
     ``num_positions`` defaults to the model's ``max_len``. ``per_layer=True`` gives every block
     its own table (Paper B, with the model's ``pe_every_layer``).

@@ -1,5 +1,5 @@
-"""Learned absolute PE that extends beyond its table by linear interpolation (spec encodings.md
-§3, ``beyond="interpolate"``; ViT/CLIP practice for grids, here 1-D).
+"""Learned absolute PE that extends beyond its table by linear interpolation (arXiv
+1706.03762, ``beyond="interpolate"``; ViT/CLIP practice for grids, here 1-D).
 
 For a sequence whose positions reach L_new > n (the table size), the rows are resampled at the
 fractional index p (n - 1) / (L_new - 1) with linear interpolation, so the whole table is

@@ -10,7 +10,7 @@ with a per-head ``q_R`` (``shared_query_rope=True`` shares it across heads, as t
 code does) and one ``k_R`` shared by all heads. It is a ``rotate`` hook that *widens* q and k
 from d_h to d_h + d_R dims (the attention zero-pads v to match, so the head output keeps d_h
 dims, and the default ``attention_scale`` of the widened q is 1/sqrt(d_h + d_R)).
-[Interpretation] The hook sees the projected ``q, k [B, T, H, d_h]`` of all heads, so the
+Interpretation (docs/interpretations.md): the hook sees the projected ``q, k [B, T, H, d_h]`` of all heads, so the
 rotary inputs are ``q_R = W_QR vec(q) + b`` and ``k_R = W_KR vec(k) + b``: with the square
 full-rank W_Q, W_K of the model this spans exactly DeepSeek's ``W_QR h`` and ``W_KR h``
 (a reparametrisation; training dynamics can differ). DeepSeek's low-rank key/value
@@ -57,10 +57,10 @@ def decoupled_rope(q_content: jax.Array, k_content: jax.Array, q_rope: jax.Array
 
 @dataclasses.dataclass(frozen=True)
 class MLAOptions:
-    """Options of the ``mla`` PE (spec ``tasks.md`` §A.5).
+    """Options of the ``mla`` PE (arXiv 2505.13027).
 
     Attributes:
-      rope_dim: d_R, width of the rotary path per head (spec: 16).
+      rope_dim: d_R, width of the rotary path per head (default 16).
       base: RoPE base of the rotary path.
       interleaved: RoPE pairing of the rotary path (Paper A: interleaved).
       shared_query_rope: one q_R for all heads (the original code, part of ``faithful_mla``)

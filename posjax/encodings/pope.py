@@ -66,7 +66,7 @@ def pope_table(positions: jax.Array, dim: int, *, num_positions: int, degree_off
 
 @dataclasses.dataclass(frozen=True)
 class PopeOptions:
-    """Options of PoPE (spec encodings.md §17).
+    """Options of PoPE (arXiv 2405.04585).
 
     Attributes:
       num_positions: the position range mapped onto [-1, 1] (default: the model's max_len);

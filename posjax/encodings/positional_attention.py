@@ -25,7 +25,7 @@ from posjax.encodings.sinusoidal import sinusoidal_at
 
 @dataclasses.dataclass(frozen=True)
 class PositionalAttentionOptions:
-    """Options of positional attention (spec encodings.md §20).
+    """Options of positional attention (arXiv 2410.01686).
 
     Attributes:
       encoding: P: "sinusoidal" (fixed, default, any position), "onehot" (fixed rows of the

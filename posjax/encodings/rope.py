@@ -83,7 +83,7 @@ def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
 
 @dataclasses.dataclass(frozen=True)
 class RoPEOptions:
-    """Options of RoPE (spec encodings.md §4).
+    """Options of RoPE (arXiv 2104.09864).
 
     ``interleaved=False`` (half-split, the LLaMA/HF convention) is the standard default;
     ``interleaved=True`` is RoFormer's and Paper A's. ``num_rotary_heads`` rotates only the first

@@ -1,5 +1,5 @@
 """RoPE context-extension variants: position interpolation, NTK-aware base scaling, YaRN and
-Llama 3.1 frequency scaling (spec encodings.md §4, parameter names after HF
+Llama 3.1 frequency scaling (parameter names after HF
 ``modeling_rope_utils.py``).
 
 With s = ``factor`` and L = ``original_max_len`` (the training length):

@@ -63,7 +63,7 @@ def sinusoidal(num_positions: int, dim: int, base: float = 10000.0) -> jax.Array
 
 @dataclasses.dataclass(frozen=True)
 class SinusoidalOptions:
-    """Options of the sinusoidal PE (spec encodings.md §2)."""
+    """Options of the sinusoidal PE (arXiv 1706.03762)."""
 
     base: float = 10000.0
     layout: Literal["interleaved", "block"] = "interleaved"

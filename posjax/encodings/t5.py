@@ -43,7 +43,7 @@ def t5_bucket(relative_position: jax.Array, *, bidirectional: bool = True, num_b
 
 @dataclasses.dataclass(frozen=True)
 class T5Options:
-    """Options of the T5 bias (spec encodings.md §6). ``bidirectional=None`` follows the model;
+    """Options of the T5 bias (arXiv 1910.10683). ``bidirectional=None`` follows the model;
     the table is shared across layers unless ``per_layer``; ``no_scale`` drops 1/sqrt(d_h)."""
 
     num_buckets: int = 32

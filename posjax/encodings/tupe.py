@@ -55,7 +55,7 @@ def cls_reset(logits: jax.Array, q_pos: jax.Array, k_pos: jax.Array, theta1: jax
 
 @dataclasses.dataclass(frozen=True)
 class TupeOptions:
-    """Options of TUPE (spec encodings.md §13).
+    """Options of TUPE (arXiv 2006.15595).
 
     Attributes:
       variant: "A" (absolute, default) or "R" (adds a T5-style bucketed relative bias b_{j-i}).

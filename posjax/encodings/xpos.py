@@ -21,7 +21,7 @@ from posjax.encodings.rope import RoPE, RoPEOptions, rotary_dim
 def xpos_zeta(rot_dim: int, gamma: float = 0.4) -> jax.Array:
     """Per-pair decay bases ``[rot_dim // 2]``: zeta_k = (2k/d_rot + gamma) / (1 + gamma).
 
-    Golden (spec encodings.md §8): d_rot = 8 -> (0.285714, 0.464286, 0.642857, 0.821429).
+    Golden (arXiv 2212.10554): d_rot = 8 -> (0.285714, 0.464286, 0.642857, 0.821429).
     """
     if rot_dim <= 0 or rot_dim % 2:
         raise ValueError(f"xPos needs a positive even rotary dim, got {rot_dim}")
@@ -52,7 +52,7 @@ def xpos_scale(positions: jax.Array, zeta: jax.Array, *, scale_base: float, inte
 
 @dataclasses.dataclass(frozen=True)
 class XPosOptions(RoPEOptions):
-    """Options of xPos (spec encodings.md §8), on top of RoPE's.
+    """Options of xPos (arXiv 2212.10554), on top of RoPE's.
 
     Attributes:
       gamma: the zeta offset (0.4 in the paper).

@@ -1,4 +1,4 @@
-"""Encoding -> distance adapters (spec geometry.md §6).
+"""Encoding -> distance adapters (docs/interpretations.md).
 
 Every adapter returns an ``[n, n]`` matrix ``E`` of distances between positions induced by a
 positional encoding, to compare with the Hellinger matrix ``D`` (:func:`stress`). Closed forms
@@ -132,7 +132,7 @@ def _sinusoidal(pos, *, n, dim, base, spacing):
 def dist_rope(num_positions: int, head_dim: int = 64, base: float = 10000.0, *,
               mode: str = "kernel", rotary_dim: int | None = None, num_samples: int = 64,
               seed: int = 0, positions: Any = None) -> jax.Array:
-    """RoPE orbit distances (RoPE has no additive vector; spec §6 [Interpretation]).
+    """RoPE orbit distances (RoPE has no additive vector; docs/interpretations.md).
 
     ``"kernel"`` (default): ``E^2 = 2 (1 - K)`` with ``K = (2/d_h) sum_k cos(delta theta_k)``,
     i.e. ``E^2 = (8/d_h) sum_k sin^2(delta theta_k / 2)``: the distance ``||R_i u - R_j u||`` of a
@@ -214,7 +214,7 @@ def _alibi(pos, s, *, n):
 
 def dist_bias(b: Any, *, num_positions: int | None = None, heads: str | int = "mean",
               side: str = "both") -> jax.Array:
-    """Distances from a logit bias: ``E_ij = b(0) - b(i - j)`` clipped at 0 (spec §6).
+    """Distances from a logit bias: ``E_ij = b(0) - b(i - j)`` clipped at 0 (docs/interpretations.md).
 
     Args:
       b: a bias array ``[n, n]``, ``[H, n, n]`` or ``[1, H, n, n]`` with ``b[h, i, j]`` the bias of

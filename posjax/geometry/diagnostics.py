@@ -1,4 +1,4 @@
-"""Spectral diagnostics of positional geometry (spec geometry.md §8).
+"""Spectral diagnostics of positional geometry (docs/interpretations.md).
 
 * :func:`spectrum_report` -- normalised top eigenvalues, ``lambda_1`` share, threshold / energy /
   entropy ranks and the non-Euclidean mass (table E2);
@@ -83,7 +83,7 @@ def _abs_corr(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def dct_alignment(X: Any, m_max: int = 4) -> jax.Array:
-    """``|corr(X[:, m-1], c_m)|`` for ``m = 1..m_max`` (spec §8).
+    """``|corr(X[:, m-1], c_m)|`` for ``m = 1..m_max`` (docs/interpretations.md).
 
     Args:
       X: ``[n, k]`` MDS coordinates (or eigenvectors), axes in descending eigenvalue order,

@@ -1,4 +1,4 @@
-"""Positional distributions ``P_i(w)`` estimated from a tokenised corpus (spec geometry.md §2).
+"""Positional distributions ``P_i(w)`` estimated from a tokenised corpus (docs/interpretations.md).
 
 The plug-in estimator: ``N_i`` is the number of sequences that have a (counted) token at
 position ``i`` and ``P_i(w) = #{m : w_i^(m) = w} / N_i``. Counting is a scatter-add into a
@@ -125,7 +125,7 @@ def positional_distributions(
     """Estimate positional distributions ``P [n, V]`` and sample counts ``N [n]``.
 
     ``P_i(w) = (C_iw + alpha) / (N_i + alpha V)`` with ``C_iw`` the number of sequences whose
-    token at position ``i`` is ``w`` and ``N_i = sum_w C_iw`` (spec geometry.md §2).
+    token at position ``i`` is ``w`` and ``N_i = sum_w C_iw`` (docs/interpretations.md).
 
     Args:
       tokens: integer token ids, either one array ``[num_sequences, seq_len]`` (numpy or jax)

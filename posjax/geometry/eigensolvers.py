@@ -1,7 +1,7 @@
 """Symmetric eigensolvers for classical MDS: full ``eigh`` and a jitted top-k subspace iteration.
 
 Both return eigenvalues in **descending** order and eigenvectors with a deterministic sign
-(each column's largest-magnitude entry is positive; spec geometry.md §4.2 step 3).
+(each column's largest-magnitude entry is positive; docs/design.md).
 
 The top-k solver is block subspace iteration with Rayleigh-Ritz (Rutishauser's method; see
 Y. Saad, *Numerical Methods for Large Eigenvalue Problems*, 2nd ed., ch. 5): one ``B @ Q`` GEMM

@@ -10,7 +10,7 @@ square root of more than a ``[block, V]`` tile at a time when tiled:
 * :func:`gram_sparse` -- a BCOO ``sqrt(P_a)`` times densified row blocks of ``sqrt(P_b)``.
 
 :func:`pair_sq_distances` evaluates ``||sqrt(P_i) - sqrt(P_j)||^2`` directly (difference form,
-no cancellation) for a list of pairs; it backs the near-diagonal fix of spec geometry.md §3.2.
+no cancellation) for a list of pairs; it backs the near-diagonal fix of docs/design.md.
 
 Reference: G. Cirrincione, "On the Geometry of Positional Encodings in Transformers",
 arXiv 2604.05217, Eq. (3) and Algorithm 1 step 2.

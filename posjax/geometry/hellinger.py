@@ -1,6 +1,6 @@
 """Hellinger distance matrices between positional distributions.
 
-Three metrics (spec geometry.md §3), with ``BC_ij = sum_w sqrt(P_iw P_jw)``:
+Three metrics (arXiv 2604.05217, Eq. (3)), with ``BC_ij = sum_w sqrt(P_iw P_jw)``:
 
 * ``"chord"`` (default, Eq. (3) of arXiv 2604.05217): ``d = ||sqrt(P_i) - sqrt(P_j)||_2 =
   sqrt(2 - 2 BC)``, in ``[0, sqrt(2)]``;
@@ -11,7 +11,7 @@ Three metrics (spec geometry.md §3), with ``BC_ij = sum_w sqrt(P_iw P_jw)``:
 
 The squared chord comes from a GEMM, ``D^2 = g_i + g_j - 2 G`` with ``G = sqrt(P) sqrt(P)^T``
 and ``g = diag(G)`` (``= 1`` for normalised rows). Pairs with ``D^2 < exact_tol`` are recomputed
-in the difference form ``sum_w (S_iw - S_jw)^2`` (spec §3.2), which removes the float32
+in the difference form ``sum_w (S_iw - S_jw)^2`` (docs/design.md), which removes the float32
 cancellation error (about ``3e-4`` in ``D`` without the fix). The diagonal is exactly zero and the
 result exactly symmetric.
 
@@ -177,7 +177,7 @@ def hellinger_matrix(P: Any, *, metric: str = "chord", fr_scale: float | None = 
         ``"fisher_rao"`` (see module docstring).
       fr_scale: multiplier of the arc for the ``fr_arc``/``fisher_rao`` metrics (defaults 1, 2).
       exact_tol: pairs with squared chord below this are recomputed in the difference form
-        (spec §3.2); 0 disables the fix.
+        (docs/design.md); 0 disables the fix.
       normalize: rescale rows to sum one instead of requiring it.
       block_size: rows per tile of the Gram product (None: automatic: tiles of at most
         ``2^24 / V`` rows, and at least four row blocks from ``n = 1024`` on so that only the
@@ -250,7 +250,7 @@ def split_half_hellinger(P_a: Any, P_b: Any, *, metric: str = "chord",
                          fr_scale: float | None = None, normalize: bool = False,
                          block_size: int | None = None, squared: bool = False,
                          validate: bool = True) -> jax.Array:
-    """Split-half, attenuation-corrected Hellinger distances (spec geometry.md §2).
+    """Split-half, attenuation-corrected Hellinger distances (docs/interpretations.md).
 
     The plug-in coefficient ``<sqrt(P^_i), sqrt(P^_j)>`` is biased downwards (Jensen). With the
     corpus split by sequence into halves A and B:

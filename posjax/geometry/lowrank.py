@@ -1,4 +1,4 @@
-"""Minimal (low-rank) parametrisation of an MDS positional encoding (spec geometry.md §7).
+"""Minimal (low-rank) parametrisation of an MDS positional encoding (arXiv 2604.05217, Alg. 1).
 
 A rank-``r`` encoding factorises as ``P = A W^T`` with ``A [n, r]`` (the MDS coordinates) and
 ``W [d, r]`` with orthonormal columns, i.e. ``r (n + d)`` parameters instead of ``n d``; the saving

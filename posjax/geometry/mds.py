@@ -1,4 +1,4 @@
-"""Double centring and classical (Torgerson) MDS (spec geometry.md §4).
+"""Double centring and classical (Torgerson) MDS (arXiv 2604.05217, Alg. 1).
 
 ``B = -1/2 J D^(2) J`` with ``J = I - 11^T/n`` is computed without forming ``J``:
 ``B_ij = -1/2 (D2_ij - r_i - r_j + g)`` (``r`` row means, ``g`` grand mean of ``D2 = D o D``).
@@ -111,7 +111,7 @@ def _centred_product(S: jax.Array) -> jax.Array:
 
 
 def gram_from_sqrtP(S: Any) -> jax.Array:
-    """Exact chord shortcut ``B = (J S)(J S)^T`` (spec §4.1).
+    """Exact chord shortcut ``B = (J S)(J S)^T`` (docs/design.md).
 
     Args:
       S: ``[n, V]`` square roots of the positional distributions (dense, BCOO or scipy.sparse).
@@ -140,7 +140,7 @@ def negative_mass(eigenvalues: Any) -> float:
 
 
 def check_euclidean(D: Any, *, gram: bool = False) -> EuclideanCheck:
-    """Spectrum of ``B`` and non-Euclidean mass of a distance matrix (spec §4.3).
+    """Spectrum of ``B`` and non-Euclidean mass of a distance matrix (docs/design.md).
 
     ``D`` is Euclidean (embeddable with distances ``D``) iff ``B`` is PSD (Schoenberg 1935). For
     the chord metric negative eigenvalues are round-off; for ``fr_arc`` they can be genuine.

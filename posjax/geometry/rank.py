@@ -1,4 +1,4 @@
-"""Effective rank of a double-centred Gram spectrum (spec geometry.md §4.4).
+"""Effective rank of a double-centred Gram spectrum (docs/interpretations.md).
 
 The paper's claim (arXiv 2604.05217): the optimal encoding has rank ``r = rank(B) <= n - 1``.
 With a finite corpus ``B`` is numerically full rank, so a rule is needed:

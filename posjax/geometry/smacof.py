@@ -1,4 +1,4 @@
-"""Metric SMACOF (Guttman transform) for raw stress (spec geometry.md §5.3).
+"""Metric SMACOF (Guttman transform) for raw stress (de Leeuw 1977).
 
 Unweighted update ``X <- (1/n) B~(X) X`` with ``B~_ij = -D_ij / e_ij`` (``i != j``, ``e_ij > 0``),
 ``B~_ij = 0`` when ``e_ij = 0`` and ``B~_ii = -sum_{j != i} B~_ij``. Each step is one

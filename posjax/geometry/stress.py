@@ -1,6 +1,6 @@
-"""Stress and strain of a configuration against a target distance matrix (spec geometry.md §5).
+"""Stress and strain of a configuration against a target distance matrix (arXiv 2604.05217, Eq. (4)).
 
-Normalised raw stress (Eq. (4) of arXiv 2604.05217 per the audit; no square root):
+Normalised raw stress (Eq. (4) of arXiv 2604.05217; no square root):
 
   ``sigma(X; D) = sum_{i<j} (e_ij - D_ij)^2 / sum_{i<j} D_ij^2``, ``e_ij = ||x_i - x_j||``.
 
@@ -136,7 +136,7 @@ def stress(D: Any, *, coords: Any = None, distances: Any = None, scale: str = "r
       sqrt: return ``sqrt(sigma)`` (Kruskal stress-1).
       denominator: ``"target"`` (default, ``sum D^2``) or ``"embedding"`` (``sum e^2``,
         Kruskal's original normalisation; for ``scale="optimal"`` both give the same value).
-      mode: alias of ``scale`` (spec naming).
+      mode: alias of ``scale``.
       validate: check the inputs.
 
     Returns:

@@ -1,4 +1,4 @@
-"""Head ablation, deposit metrics and NoPE permutation invariance (spec tasks.md §A.5-A.6)."""
+"""Head ablation, deposit metrics and NoPE permutation invariance (arXiv 2505.13027)."""
 import jax.numpy as jnp
 import numpy as np
 import pytest

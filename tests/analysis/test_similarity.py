@@ -1,4 +1,4 @@
-"""PE similarity metrics (arXiv 2406.08272 §B.9) and the network-analysis functions."""
+"""PE similarity metrics (arXiv 2406.08272) and the network-analysis functions."""
 import numpy as np
 import pytest
 from scipy.stats import ortho_group

@@ -1,4 +1,4 @@
-"""Task generators of posjax.data.algorithmic (spec tasks.md §C.2)."""
+"""Task generators of posjax.data.algorithmic (arXiv 2305.19466)."""
 import numpy as np
 import pytest
 

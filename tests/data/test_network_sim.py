@@ -1,4 +1,4 @@
-"""Network simulation (stand-in for the fMRI data of arXiv 2406.08272, spec §B.11)."""
+"""Network simulation (stand-in for the fMRI data of arXiv 2406.08272)."""
 import numpy as np
 import pytest
 

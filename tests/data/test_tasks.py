@@ -1,4 +1,4 @@
-"""Trigger-distance and counting generators of arXiv 2505.13027 (spec tasks.md §A.2-A.3)."""
+"""Trigger-distance and counting generators of arXiv 2505.13027."""
 import numpy as np
 import pytest
 from scipy import stats
@@ -62,7 +62,7 @@ def test_distance_classes_are_uniform(distance):
 
 
 def test_faithful_fillers_reproduce_the_extra_trigger_rate():
-    # spec: with triggers allowed among the fillers ≈ 19.6 % of samples hold an extra copy
+    # with triggers allowed among the fillers ≈ 19.6 % of samples hold an extra copy
     data = tasks.trigger_distance(20_000, seed=1, exclude_triggers_from_fillers=False)
     w = tasks.trigger_ids(1, 2)
     extra = (np.isin(data["tokens"], w) & data["padding_mask"]).sum(1) > 2

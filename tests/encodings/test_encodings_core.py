@@ -1,4 +1,4 @@
-"""Golden values and properties of the core positional encodings (spec encodings.md)."""
+"""Golden values and properties of the core positional encodings (papers cited per PE)."""
 import math
 
 import jax
@@ -73,7 +73,7 @@ def test_t5_bucket_golden():
 
 
 def _t5_reference(r, bidirectional=True, num_buckets=32, max_distance=128):
-    """Independent scalar transcription of the T5 bucket rule (spec encodings.md §6)."""
+    """Independent scalar transcription of the T5 bucket rule (arXiv 1910.10683)."""
     b, n = num_buckets, -r
     out = 0
     if bidirectional:

@@ -1,6 +1,6 @@
 """The relative (shift-invariance) property of every 1-D PE, and causality in a model.
 
-Spec encodings.md §0: a PE is relative iff b(i+s, j+s) = b(i, j) (bias), or
+A PE is relative iff b(i+s, j+s) = b(i, j) (bias), or
 <q'_{i+s}, k'_{j+s}> = <q'_i, k'_j> for fixed q, k (rotate); tolerance 1e-5 in float32, s up to 4x
 the length. Each PE's ``is_relative`` flag is asserted by this test and absolute PEs must fail it.
 Additive / structural PEs are scored through the logits (u + p_i)^T A (u + p_j) of a fixed vector

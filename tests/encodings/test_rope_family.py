@@ -12,7 +12,7 @@ from posjax.encodings import (grid_wave_vectors, hope_frequencies, ntk_base, ram
 
 
 def test_xpos_zeta_golden():
-    # spec encodings.md §8: d_rot = 8 -> (0.285714, 0.464286, 0.642857, 0.821429)
+    # arXiv 2212.10554: d_rot = 8 -> (0.285714, 0.464286, 0.642857, 0.821429)
     np.testing.assert_allclose(np.asarray(xpos_zeta(8)), [0.285714, 0.464286, 0.642857, 0.821429],
                                atol=1e-6)
 

@@ -1,11 +1,11 @@
-"""Spectral diagnostics: spec §8 reference values for Toeplitz D, SIS, spectrum report."""
+"""Spectral diagnostics: reference values for Toeplitz D, SIS, spectrum report."""
 import jax
 import numpy as np
 import pytest
 
 import posjax.geometry as geo
 
-# Spec geometry.md §8 [Derived], D_ij = sqrt(2 (1 - rho^|i-j|)), n = 128.
+# Closed form, D_ij = sqrt(2 (1 - rho^|i-j|)), n = 128.
 REFERENCE = {
     0.90: ([0.939, 0.967, 0.912, 0.952], 0.148, 0.891),
     0.98: ([0.993, 0.999, 0.991, 0.998], 0.417, 0.971),

@@ -129,7 +129,7 @@ def test_normalize_and_bad_options():
 
 
 def test_split_half_reduces_bias_on_the_toy(x64):
-    """Spec §2 toy (V=2000, n=6, Dirichlet(0.05) drift): the corrected estimate is less biased."""
+    """Debiasing toy (V=2000, n=6, Dirichlet(0.05) drift): the corrected estimate is less biased."""
     P = linear_drift_distributions(6, 2000, alpha=0.05, seed=0)
     bc_true = 1.0 - np.asarray(geo.hellinger_matrix(P, squared=True)) / 2.0
     iu = np.triu_indices(6, 1)
