@@ -82,7 +82,6 @@ class AlibiOptions:
 class Alibi(PositionalEncoding):
     """Linear distance penalty on the logits (hook ``bias``); relative."""
 
-    hook = "bias"
     is_relative = True
 
     def __init__(self, options: AlibiOptions, ctx: PEContext, *, rngs: nnx.Rngs):

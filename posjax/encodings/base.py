@@ -1,37 +1,47 @@
-"""The positional-encoding contract: one base module, three hooks, one context.
+"""The positional-encoding contract: one base module, five hooks, one context.
 
-Every PE in posjax is an :class:`PositionalEncoding` (a thin ``flax.nnx`` module around pure
-functions) that acts on attention through exactly one of three hooks, always with explicit
-integer (or float) positions:
+Every PE in posjax is a :class:`PositionalEncoding` (a thin ``flax.nnx`` module around pure
+functions) that acts on the model through one or more hooks, always with explicit integer (or
+float) positions:
 
 * ``embed(x, positions)``     -- added to the input embeddings (absolute PEs);
 * ``rotate(q, k, q_pos, k_pos)`` -- a multiplicative transform of queries and keys (RoPE family);
-* ``bias(q_pos, k_pos)``      -- an additive logit bias ``[H, Tq, Tk]`` (ALiBi, T5, ...).
-
-The defaults are identities, so a model can call all three hooks on any PE and only the one the
-PE overrides does something. ``hook`` names it, ``is_relative`` states whether the PE is
-shift-invariant (``b(i+s, j+s) = b(i, j)``), and ``max_positions`` is the table size of a
-table-based PE (``None`` when any position is accepted).
-
-Two structural hooks serve the PEs of kind ``"attention"`` and ``"module"`` (positional attention,
-LaPE, CPE); they too are identities by default, so every other PE is unaffected:
-
+* ``bias(q_pos, k_pos)``      -- an additive logit bias ``[H, Tq, Tk]`` (ALiBi, T5, ...);
 * ``attention_input(h, positions, layer) -> (h_qk, h_v)`` -- the inputs of the q/k projections
   and of the v projection of block ``layer`` (``h`` is the block's attention input, i.e. after
-  its pre-LayerNorm); default ``(h, h)``;
+  its pre-LayerNorm); default ``(h, h)`` (positional attention, LaPE);
 * ``block_output(x, positions, layer, *, deterministic, rngs) -> x`` -- applied to the residual
-  stream after block ``layer``; default identity.
+  stream after block ``layer``; default identity (CPE).
+
+The defaults are identities. A PE's ``hooks`` is the frozenset of the hook methods its class
+actually overrides, derived when the class is defined (so it cannot disagree with the code; e.g.
+``{"embed", "rotate"}`` for RoPE plus an absolute sinusoid); the model and the geometry adapters
+call only those. ``is_relative`` states whether the PE is shift-invariant
+(``b(i+s, j+s) = b(i, j)``; checked for every registered PE by the tests), and ``max_positions``
+is the table size of a table-based PE (``None`` when any position is accepted).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-HOOKS = ("none", "embed", "rotate", "bias", "attention", "module")
+# Hook methods a PE may override, in the order the model applies them; a name that the base
+# class does not define is dropped below (so the tuple can list hooks added later).
+HOOKS: tuple[str, ...] = ("embed", "attention_input", "rotate", "bias", "logits", "block_output")
+
+
+def overridden_hooks(cls: type) -> frozenset[str]:
+    """The hook methods of :data:`HOOKS` that ``cls`` (a PositionalEncoding subclass) overrides."""
+    return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(PositionalEncoding, h))
+
+
+def hook_label(hooks: frozenset[str]) -> str:
+    """One printable label of a hook set: ``"none"``, ``"rotate"``, ``"embed+rotate"``..."""
+    return "+".join(h for h in HOOKS if h in hooks) or "none"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,14 +112,26 @@ def check_table_length(name: str, positions: jax.Array, limit: int) -> None:
 class PositionalEncoding(nnx.Module):
     """Base class of every PE: identity hooks, metadata and the options it was built with.
 
-    Subclasses override the one hook they use and set the class attributes ``hook`` and
-    ``is_relative``. ``self.options`` is the frozen config dataclass the PE was built from (its
-    ``dataclasses.asdict`` is what results files record).
+    Subclasses override the hooks they use and set the class attribute ``is_relative``.
+    ``hooks`` (the overridden hook methods) and ``hook`` (their printable label) are derived
+    when the subclass is defined. ``self.options`` is the frozen config dataclass the PE was
+    built from (its ``dataclasses.asdict`` is what results files record).
     """
 
     name: ClassVar[str] = "base"
+    hooks: ClassVar[frozenset[str]] = frozenset()
     hook: ClassVar[str] = "none"
     is_relative: ClassVar[bool] = False
+    # How the registry-driven tests probe ``is_relative`` (logits at positions p and p + s, with
+    # d_model=16, 2 heads, max_len=64): options that make the position dependence visible at a
+    # few positions, or the reason a position-shift probe cannot test this PE (empty: it can).
+    probe_options: ClassVar[Mapping[str, Any]] = {}
+    probe_unsupported: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.hooks = overridden_hooks(cls)
+        cls.hook = hook_label(cls.hooks)
 
     def __init__(self, options: Any, ctx: PEContext):
         self.options = options
@@ -163,4 +185,7 @@ class PositionalEncoding(nnx.Module):
 
     def table(self, positions: jax.Array) -> jax.Array:
         """The additive vectors ``[n, d]`` at ``positions`` (embed PEs only)."""
-        raise ValueError(f"PE '{self.name}' has no additive table (its hook is '{self.hook}')")
+        raise ValueError(f"PE '{self.name}' has no additive table (its hooks: {self.hook})")
+
+
+HOOKS = tuple(h for h in HOOKS if callable(getattr(PositionalEncoding, h, None)))

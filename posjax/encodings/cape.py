@@ -80,7 +80,6 @@ class Cape(PositionalEncoding):
     ``rngs`` (the stream the training loop provides).
     """
 
-    hook = "embed"
     is_relative = False
 
     def __init__(self, options: CapeOptions, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -76,7 +76,6 @@ class ComplexPE(PositionalEncoding):
     """Replaces each token embedding by [Re | Im] of r exp(i(omega p + phi)) (hook ``embed``);
     absolute in the additive sense, a shift acts as a per-token phase rotation."""
 
-    hook = "embed"
     is_relative = False
 
     def __init__(self, options: ComplexOptions, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -109,8 +109,10 @@ class Cpe(PositionalEncoding):
     (equivariant only away from the zero-padded borders). Positions are not used: the
     convolution acts on sequence (or grid) order."""
 
-    hook = "module"
     is_relative = False
+    probe_unsupported = ("it reads no position index: its position signal comes from the zero "
+                         "padding at the sequence borders, which shifting the indices does "
+                         "not move")
 
     def __init__(self, options: CpeOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         super().__init__(options, ctx)

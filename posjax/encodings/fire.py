@@ -83,8 +83,8 @@ class Fire(PositionalEncoding):
     below the learned threshold L (see the module docstring).
     """
 
-    hook = "bias"
     is_relative = False
+    probe_options = {"base_threshold": 4.0}  # L = 4 < 8 probed positions: normaliser active
 
     def __init__(self, options: FireOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         super().__init__(options, ctx)

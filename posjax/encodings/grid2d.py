@@ -125,7 +125,6 @@ class Sinusoidal2DOptions:
 class Sinusoidal2D(PositionalEncoding):
     """Fixed 2-D sinusoid added to the input embeddings (hook ``embed``)."""
 
-    hook = "embed"
     is_relative = False
 
     def __init__(self, options: Sinusoidal2DOptions, ctx: PEContext, *, rngs: nnx.Rngs):
@@ -167,8 +166,9 @@ class Rope2DOptions:
 class Rope2DAxial(PositionalEncoding):
     """Axial 2-D RoPE (hook ``rotate``); relative along each grid axis."""
 
-    hook = "rotate"
     is_relative = True
+    # one grid row wider than every probed position: a flat shift is then a column shift
+    probe_options = {"grid_width": 64}
 
     def __init__(self, options: Rope2DOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         super().__init__(options, ctx)

@@ -122,7 +122,6 @@ class GridPEOptions:
 class GridPE(PositionalEncoding):
     """Multi-scale simplex Fourier rotation of q and k (hook ``rotate``); relative in x - y."""
 
-    hook = "rotate"
     is_relative = True
 
     def __init__(self, options: GridPEOptions, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -94,7 +94,6 @@ class HypeOptions:
 class Hype(PositionalEncoding):
     """Hyperbolic-sine relative bias per head (hook ``bias``); relative."""
 
-    hook = "bias"
     is_relative = True
 
     def __init__(self, options: HypeOptions, ctx: PEContext, *, rngs: nnx.Rngs):

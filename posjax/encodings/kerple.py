@@ -90,7 +90,6 @@ class KerpleOptions:
 
 
 class _Kerple(PositionalEncoding):
-    hook = "bias"
     is_relative = True
     default_r1: tuple[float, float] = (0.0, 1.0)
     default_r2: tuple[float, float] = (0.0, 1.0)

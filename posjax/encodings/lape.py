@@ -45,7 +45,7 @@ class LapeOptions:
 
     def validate(self, ctx: PEContext) -> None:
         entry = info(self.base_pe)
-        if entry.hook != "embed":
+        if entry.hooks != {"embed"}:
             raise ValueError(f"LaPE wraps an additive PE (hook 'embed'); '{self.base_pe}' has "
                              f"hook '{entry.hook}'")
 
@@ -56,7 +56,6 @@ class Lape(PositionalEncoding):
     """Per-layer LayerNorm of an additive PE added to each block's attention input (hook
     ``module``); inherits absolute/relative from the base PE (all additive PEs are absolute)."""
 
-    hook = "module"
     is_relative = False
 
     def __init__(self, options: LapeOptions, ctx: PEContext, *, rngs: nnx.Rngs):

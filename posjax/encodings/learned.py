@@ -71,7 +71,6 @@ class LearnedOptions:
 class Learned(PositionalEncoding):
     """Trainable table ``[max_len, d_model]``; positions beyond it raise ValueError."""
 
-    hook = "embed"
     is_relative = False
 
     def __init__(self, options: LearnedOptions, ctx: PEContext, *, rngs: nnx.Rngs):

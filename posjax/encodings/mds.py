@@ -91,7 +91,6 @@ class MDSEncoding(PositionalEncoding):
     """
 
     name = "mds"
-    hook = "embed"
     is_relative = False
 
     def __init__(self, num_positions: int, d_model: int, *, coords: Any = None,

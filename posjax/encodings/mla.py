@@ -88,7 +88,6 @@ class MLA(PositionalEncoding):
     Relative: the logits depend on positions only through ``j - i``.
     """
 
-    hook = "rotate"
     is_relative = True
 
     def __init__(self, options: MLAOptions, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -19,7 +19,6 @@ class NoPEOptions:
 class NoPE(PositionalEncoding):
     """All hooks are identities: the only positional signal left is a causal mask, if any."""
 
-    hook = "none"
     is_relative = True  # trivially: nothing depends on positions
 
     def __init__(self, options: NoPEOptions, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -98,7 +98,6 @@ class Pope(PositionalEncoding):
     """Fixed Legendre-polynomial vectors added to the input embeddings (hook ``embed``);
     absolute, no parameters."""
 
-    hook = "embed"
     is_relative = False
 
     def __init__(self, options: PopeOptions, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -57,7 +57,6 @@ class PositionalAttention(PositionalEncoding):
     W_Q, W_K it is not, so ``is_relative`` is False.
     """
 
-    hook = "attention"
     is_relative = False
 
     def __init__(self, options: PositionalAttentionOptions, ctx: PEContext, *, rngs: nnx.Rngs):

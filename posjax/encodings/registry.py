@@ -10,19 +10,27 @@ from typing import Any, Callable
 
 from flax import nnx
 
-from posjax.encodings.base import HOOKS, PEContext, PositionalEncoding
+from posjax.encodings.base import PEContext, PositionalEncoding, hook_label, overridden_hooks
 
 
 @dataclasses.dataclass(frozen=True)
 class PEInfo:
-    """Catalogue entry of a registered PE."""
+    """Catalogue entry of a registered PE.
+
+    ``hooks`` is the frozenset of hook methods the class overrides (derived at registration);
+    ``hook`` is its printable label (``"embed+rotate"``, ``"none"``).
+    """
 
     name: str
     module: type
     options: type
-    hook: str
+    hooks: frozenset[str]
     relative: bool
     paper: str
+
+    @property
+    def hook(self) -> str:
+        return hook_label(self.hooks)
 
 
 _REGISTRY: dict[str, PEInfo] = {}
@@ -43,10 +51,12 @@ def register(name: str, *, options: type, paper: str = "") -> Callable[[type], t
             raise ValueError(f"PE name '{name}' is already registered")
         if not issubclass(cls, PositionalEncoding):
             raise TypeError(f"{cls.__name__} must subclass PositionalEncoding")
-        if cls.hook not in HOOKS:
-            raise ValueError(f"PE '{name}': hook must be one of {HOOKS}, got {cls.hook!r}")
+        hooks = overridden_hooks(cls)
+        if hooks != cls.hooks:  # a class attribute assigned after definition
+            raise ValueError(f"PE '{name}': hooks {sorted(cls.hooks)} disagree with the "
+                             f"overridden methods {sorted(hooks)}")
         cls.name = name
-        _REGISTRY[name] = PEInfo(name, cls, options, cls.hook, cls.is_relative, paper)
+        _REGISTRY[name] = PEInfo(name, cls, options, hooks, cls.is_relative, paper)
         return cls
 
     return wrap

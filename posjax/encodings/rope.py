@@ -115,7 +115,6 @@ class RoPEOptions:
 class RoPE(PositionalEncoding):
     """Rotates q and k (hook ``rotate``); relative: q.k depends only on j - i."""
 
-    hook = "rotate"
     is_relative = True
 
     def __init__(self, options: RoPEOptions, ctx: PEContext, *, rngs: nnx.Rngs):

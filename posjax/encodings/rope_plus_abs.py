@@ -53,7 +53,6 @@ class RoPEPlusAbs(RoPE):
     ``table(positions) [n, d_model]`` is the additive part (for displacement probes).
     """
 
-    hook = "rotate"
     is_relative = False
 
     def __init__(self, options: RoPEPlusAbsOptions, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -87,7 +87,6 @@ class SinusoidalOptions:
 class Sinusoidal(PositionalEncoding):
     """Fixed sinusoidal PE added to the input embeddings. No parameters; any position."""
 
-    hook = "embed"
     is_relative = False
 
     def __init__(self, options: SinusoidalOptions, ctx: PEContext, *, rngs: nnx.Rngs):

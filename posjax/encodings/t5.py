@@ -67,7 +67,6 @@ class T5Options:
 class T5Bias(PositionalEncoding):
     """Learned bucketed relative bias (hook ``bias``); relative."""
 
-    hook = "bias"
     is_relative = True
 
     def __init__(self, options: T5Options, ctx: PEContext, *, rngs: nnx.Rngs):

@@ -101,8 +101,8 @@ class Tupe(PositionalEncoding):
     """Untied position-only logit term from its own projections of a learned table (hook
     ``bias``, shared across layers); absolute (TUPE-A) or partly relative (TUPE-R)."""
 
-    hook = "bias"
     is_relative = False
+    probe_options = {"init_std": 1.0}  # a visible position term at a 16-wide probe
 
     def __init__(self, options: TupeOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         super().__init__(options, ctx)

@@ -13,7 +13,8 @@ positional encoding, to compare with the Hellinger matrix ``D`` (:func:`stress`)
 * learned / MDS: Euclidean distances between table rows; NoPE: ``E = 0``.
 
 :func:`encoding_distances` dispatches by name and falls back to any PE registered in
-``posjax.encodings`` that has an additive table (embed hook), a bias, or a rotation.
+``posjax.encodings`` through the hooks it overrides: an additive table (``embed``), a bias, a
+rotation, or several of them (their squared distances add).
 
 Reference: G. Cirrincione, "On the Geometry of Positional Encodings in Transformers",
 arXiv 2604.05217 (stress of sinusoidal, learned and relative encodings).
@@ -314,17 +315,27 @@ def _from_registry(name: str, n: int, options: dict[str, Any]) -> jax.Array:
         module = pe.make(name, **ctx, **options)  # ValueError for unknown names / options
     elif options:
         raise ValueError(f"options {sorted(options)} cannot be combined with module=")
-    hook = getattr(module, "hook", None)
+    hooks = _hooks_of(module)
+    structural = hooks & {"attention_input", "block_output"}
+    parts = hooks & {"embed", "bias", "rotate"}
+    if structural or (not parts and hooks):
+        raise ValueError(f"PE '{name}' (hooks {sorted(hooks)}) has no additive table, bias or "
+                         "rotation alone, so it induces no distance between positions")
+    if not parts:
+        return dist_nope(n)
     # One traced call per hook (instead of many eager ops); the module's arrays become constants.
-    if hook == "embed":
-        return dist_learned(_traced(module.table, pos))
-    if hook == "bias":
+    # A PE with several hooks (e.g. RoPE plus an absolute sinusoid) is the concatenation of its
+    # parts' configurations: squared distances add.
+    dists = []
+    if "embed" in parts:
+        dists.append(dist_learned(_traced(module.table, pos)))
+    if "bias" in parts:
         b = _traced(lambda p: module.bias(p, p), pos)
         if b is None:
             raise ValueError(f"PE '{name}' returned no bias")
         causal = bool(getattr(module, "causal", False))
-        return dist_bias(b, heads=heads, side=side or ("lower" if causal else "both"))
-    if hook == "rotate":
+        dists.append(dist_bias(b, heads=heads, side=side or ("lower" if causal else "both")))
+    if "rotate" in parts:
         ctx = getattr(module, "ctx", None)
         d_h = getattr(ctx, "head_dim", None)
         if d_h is None:
@@ -333,13 +344,21 @@ def _from_registry(name: str, n: int, options: dict[str, Any]) -> jax.Array:
         u = jnp.ones((1, n, H, d_h), jnp.float32) / math.sqrt(d_h)  # equal energy per plane
         E = _traced(lambda u, p: jax.vmap(pairwise_distances, in_axes=1)(
             module.rotate(u, u, p, p)[0][0]), u, pos)  # [H, n, n]
-        if heads == "mean":
-            return jnp.mean(E, axis=0)
-        return E if heads == "per_head" else E[int(heads)]
-    if hook == "none":
-        return dist_nope(n)
-    raise ValueError(f"PE '{name}' (hook '{hook}') has no additive table, bias or rotation, so it "
-                     "induces no distance between positions")
+        dists.append(jnp.mean(E, axis=0) if heads == "mean"
+                     else E if heads == "per_head" else E[int(heads)])
+    if len(dists) == 1:
+        return dists[0]
+    return jnp.sqrt(sum(jnp.square(E) for E in dists))
+
+
+def _hooks_of(module: Any) -> frozenset[str]:
+    """The hook set of a PE module (``hooks``); an object with only a legacy ``hook`` label is
+    read through it."""
+    hooks = getattr(module, "hooks", None)
+    if hooks is not None:
+        return frozenset(hooks)
+    label = getattr(module, "hook", None) or "none"
+    return frozenset() if label == "none" else frozenset(label.split("+"))
 
 
 def encoding_distances(name: str, num_positions: int, **options: Any) -> jax.Array:

@@ -202,7 +202,8 @@ class SelfAttention(nnx.Module):
         q = self._heads(dense(self.query, q_src))
         k = self._heads(dense(self.key, k_src))
         v = self._heads(dense(self.value, src))
-        q, k = pe.rotate(q, k, positions, positions)
+        if "rotate" in pe.hooks:
+            q, k = pe.rotate(q, k, positions, positions)
         scale = pe.attention_scale(q.shape[-1])
         width = v.shape[-1]  # a rotate hook may widen q, k (decoupled RoPE): zero-pad v to match
         if q.shape[-1] > width:

@@ -42,7 +42,8 @@ class Block(nnx.Module):
     def __call__(self, x, *, pe, positions, bias, mask, head_mask, kv, deterministic, rngs,
                  return_weights, layer=0):
         def attend(h):
-            qk, h = pe.attention_input(h, positions, layer)
+            qk, h = (pe.attention_input(h, positions, layer) if "attention_input" in pe.hooks
+                     else (h, h))
             return self.attn(h, pe=pe, positions=positions, bias=bias, mask=mask,
                              head_mask=head_mask, kv=kv, deterministic=deterministic, rngs=rngs,
                              return_weights=True, qk=qk) if return_weights else (self.attn(
@@ -145,23 +146,27 @@ class Transformer(nnx.Module):
                                  f"got {head_mask.shape}")
         x = (self.embed(tokens) if cfg.input_dim is None else dense(self.embed, tokens)
              ).astype(cfg.jnp_dtype)
-        if not cfg.pe_every_layer:
+        if not cfg.pe_every_layer and "embed" in self.pe.hooks:
             x = self.pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
         x = self.drop(x, deterministic=deterministic, rngs=rngs)
         kv = x if cfg.kv_source == "embeddings" else None
         mask = make_mask(batch, length, causal=cfg.causal, padding_mask=padding_mask)
-        shared_bias = broadcast_bias(self.pe.bias(positions, positions)) if self.shared_pe else None
+        has_bias = "bias" in self.pe.hooks
+        shared_bias = (broadcast_bias(self.pe.bias(positions, positions))
+                       if self.shared_pe and has_bias else None)
         weights = []
         for layer, block in enumerate(self.blocks):
             pe = self.layer_pe(layer)
-            if cfg.pe_every_layer:
+            if cfg.pe_every_layer and "embed" in pe.hooks:
                 x = pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
-            bias = shared_bias if self.shared_pe else broadcast_bias(pe.bias(positions, positions))
+            bias = (shared_bias if self.shared_pe or not has_bias
+                    else broadcast_bias(pe.bias(positions, positions)))
             x, w = block(x, pe=pe, positions=positions, bias=bias, mask=mask,
                          head_mask=None if head_mask is None else head_mask[layer], kv=kv,
                          deterministic=deterministic, rngs=rngs, return_weights=return_attention,
                          layer=layer)
-            x = pe.block_output(x, positions, layer, deterministic=deterministic, rngs=rngs)
+            if "block_output" in pe.hooks:
+                x = pe.block_output(x, positions, layer, deterministic=deterministic, rngs=rngs)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)

@@ -39,8 +39,9 @@ def _forward(model, tokens, positions, weights=False):
 
 def test_registered_with_hooks_and_flags():
     assert {"mla", "rope_plus_abs"} <= set(pe.names())
-    assert pe.info("mla").hook == "rotate" and pe.info("mla").relative
-    assert pe.info("rope_plus_abs").hook == "rotate" and not pe.info("rope_plus_abs").relative
+    assert pe.info("mla").hooks == {"rotate"} and pe.info("mla").relative
+    assert pe.info("rope_plus_abs").hooks == {"embed", "rotate"}  # RoPE plus a sinusoid
+    assert not pe.info("rope_plus_abs").relative
     assert "2505.13027" in pe.info("mla").paper
 
 

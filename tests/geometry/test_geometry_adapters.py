@@ -96,6 +96,18 @@ def test_registry_fallback_agrees_with_closed_forms():
     assert learned.shape == (n, n)
 
 
+def test_a_pe_with_several_hooks_adds_the_distances_of_its_parts():
+    # rope_plus_abs = RoPE on q, k + an absolute sinusoid: both parts count, E^2 = E_sin^2 + E_rope^2
+    n, d, h = 12, 16, 2
+    E = np.asarray(geo.encoding_distances("rope_plus_abs", n, d_model=d, num_heads=h))
+    sin = np.asarray(geo.dist_sinusoidal(n, d, 10000.0))
+    rope = np.asarray(geo.dist_rope(n, d // h, 10000.0))
+    np.testing.assert_allclose(E, np.sqrt(sin ** 2 + rope ** 2), atol=2e-5)
+    plain = np.asarray(geo.encoding_distances("rope", n, d_model=d, num_heads=h, use_registry=True))
+    assert np.abs(E - plain).max() > 0.5  # the sinusoid is not ignored
+    np.testing.assert_allclose(plain, rope, atol=2e-5)
+
+
 class _AttentionOnly:
     hook = "attention"
 
