@@ -70,7 +70,7 @@ class StressConfig:
     alibi_scale: Any = None
     alibi_heads: int = 12
     smacof_max_iter: int = 300
-    smacof_tol: float = 1e-9
+    smacof_tol: float | None = None  # None: 4 ulps of the data dtype (see geometry.smacof)
     # synthetic corpus and task
     num_positions: int | None = 128
     vocab_size: int = 2000

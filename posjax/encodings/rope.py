@@ -50,7 +50,7 @@ def rotate_pairs(x: jax.Array, angles: jax.Array, *, interleaved: bool) -> jax.A
 
 
 def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
-               rotary_fraction: float = 1.0, interleaved: bool = True,
+               rotary_fraction: float = 1.0, interleaved: bool = False,
                frequencies: jax.Array | None = None, position_scale: float = 1.0) -> jax.Array:
     """Apply RoPE to ``x [..., seq, heads, head_dim]`` at ``positions [..., seq]``.
 
@@ -59,7 +59,8 @@ def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
       positions: integer or float positions, broadcastable to ``x.shape[:-2]``.
       base: frequency base (10^4 in RoFormer).
       rotary_fraction: fraction of head dims rotated; the rest pass through.
-      interleaved: pairing convention (True: (2k, 2k+1); False: half-split (k, k + rot/2)).
+      interleaved: pairing convention: False (default, as :class:`RoPEOptions` and Llama-family
+        checkpoints): half-split pairs (k, k + rot/2); True: RoFormer's adjacent pairs (2k, 2k+1).
       frequencies: optional ``[rot_dim // 2]`` override (context-extension variants).
       position_scale: multiplies positions (linear position interpolation uses 1/s).
 

@@ -105,6 +105,17 @@ def test_rope_golden_both_conventions():
                                [0.540302, 0, 0.841471, 0], atol=1e-6)
 
 
+def test_apply_rope_default_pairing_is_the_rope_module_default():
+    q = jnp.zeros((1, 1, 4)).at[..., 0].set(1.0)
+    np.testing.assert_allclose(pe.apply_rope(q, jnp.array([1]))[0, 0], [0.540302, 0, 0.841471, 0],
+                               atol=1e-6)  # half-split, as RoPEOptions and Llama checkpoints
+    rope = pe.make("rope", head_dim=8)
+    x = jax.random.normal(jax.random.key(2), (1, 5, 2, 8))
+    pos = jnp.arange(5)[None]
+    np.testing.assert_array_equal(np.asarray(rope.rotate(x, x, pos, pos)[0]),
+                                  np.asarray(pe.apply_rope(x, pos)))
+
+
 @pytest.mark.parametrize("interleaved", [True, False])
 @pytest.mark.parametrize("fraction", [1.0, 0.5])
 def test_rope_norm_preserving_and_relative(interleaved, fraction):
@@ -128,8 +139,8 @@ def test_rope_relative_in_float64():
     with enable_x64():
         q = jax.random.normal(jax.random.key(0), (1, 6, 1, 8), jnp.float64)
         pos = jnp.arange(6)
-        a = pe.apply_rope(q, pos)
-        b = pe.apply_rope(q, pos + 37)
+        a = pe.apply_rope(q, pos, interleaved=True)
+        b = pe.apply_rope(q, pos + 37, interleaved=True)
         np.testing.assert_allclose(jnp.einsum("bqhd,bkhd->qk", a, a), jnp.einsum("bqhd,bkhd->qk", b, b),
                                    atol=1e-10)
 

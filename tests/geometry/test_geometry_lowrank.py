@@ -11,7 +11,7 @@ from posjax.encodings.mds import MDSEncoding
 
 @pytest.mark.parametrize("n, r, full, low", [(64, 6, 49152, 4992), (128, 11, 98304, 9856),
                                               (512, 30, 393216, 38400)])
-def test_param_count_matches_spec_table(n, r, full, low):
+def test_param_count_matches_the_closed_form(n, r, full, low):
     assert geo.param_count(n, 768, r) == (full, low)
     assert r < geo.break_even_rank(n, 768)
 

@@ -26,7 +26,7 @@ def one_hot():
         yield D, X
 
 
-def test_worked_values_of_spec_section_9(one_hot):
+def test_worked_values_of_the_one_hot_example(one_hot):
     D, X = one_hot
     assert float(geo.stress(D, coords=X)) == pytest.approx(1 / 6, abs=1e-15)
     X9 = jnp.array([[-2 * SQ2 / 3], [0.0], [2 * SQ2 / 3]])
@@ -112,6 +112,23 @@ def test_smacof_random_init_and_history_monotone(x64):
     Y, hist = geo.smacof(D, "random", dim=2, seed=1, return_history=True, max_iter=100, tol=0.0)
     assert Y.shape == (24, 2) and 2 <= hist.shape[0] <= 101
     assert np.all(np.diff(np.asarray(hist)) <= 1e-15)
+
+
+def test_smacof_stopping_rule_scales_with_float_resolution_and_can_run_all_updates(one_hot):
+    D, X = one_hot  # converges to 1/9 in a few updates, then the stress stops changing
+    _, stalled = geo.smacof(D, X, return_history=True, max_iter=50, tol=0.0)
+    _, every = geo.smacof(D, X, return_history=True, max_iter=50, tol=-1.0)
+    assert stalled.shape[0] < 51 and every.shape[0] == 51  # tol < 0: all max_iter updates
+    assert float(every[-1]) == pytest.approx(1 / 9, abs=1e-14)
+    rng = np.random.default_rng(4)
+    for dtype in (np.float32, np.float64):
+        D2 = np.asarray(geo.hellinger_matrix(rng.dirichlet(np.full(40, 0.3), size=20)), dtype)
+        _, default = geo.smacof(D2, "random", dim=2, return_history=True, max_iter=400)
+        _, explicit = geo.smacof(D2, "random", dim=2, return_history=True, max_iter=400,
+                                 tol=4 * float(np.finfo(dtype).eps))
+        np.testing.assert_array_equal(np.asarray(default), np.asarray(explicit))
+    with pytest.raises(ValueError, match="tol"):
+        geo.smacof(D, X, tol=float("nan"))
 
 
 def test_stress_bad_inputs():
