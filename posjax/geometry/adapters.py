@@ -316,11 +316,12 @@ def _from_registry(name: str, n: int, options: dict[str, Any]) -> jax.Array:
     elif options:
         raise ValueError(f"options {sorted(options)} cannot be combined with module=")
     hooks = _hooks_of(module)
-    structural = hooks & {"attention_input", "block_output"}
     parts = hooks & {"embed", "bias", "rotate"}
-    if structural or (not parts and hooks):
-        raise ValueError(f"PE '{name}' (hooks {sorted(hooks)}) has no additive table, bias or "
-                         "rotation alone, so it induces no distance between positions")
+    other = hooks - parts  # structural or content-dependent hooks: no distance of their own
+    if other:
+        raise ValueError(f"PE '{name}' (hooks {sorted(hooks)}) induces no distance between "
+                         f"positions: {', '.join(sorted(other))} depend on more than an additive "
+                         "table, a bias or a rotation")
     if not parts:
         return dist_nope(n)
     # One traced call per hook (instead of many eager ops); the module's arrays become constants.
