@@ -89,8 +89,10 @@ def check_table_length(name: str, positions: jax.Array, limit: int) -> None:
     """Raise ValueError when positions run past a table of ``limit`` rows.
 
     The length check is static (shape based). When the positions are concrete (not traced) their
-    largest value is checked too, so an explicit position beyond the table is never wrapped or
-    clamped silently.
+    smallest and largest values are checked too, so an explicit position beyond the table (or a
+    negative one) is never wrapped or clamped silently. Traced positions (inside ``jit``) are
+    checked by :func:`posjax.input_checks.check_range`: the training loop and
+    ``evaluate_classifier`` report ``position 12 >= 'learned' table max_len 8`` with the step.
     """
     length = positions.shape[-1]
     if length > limit:
@@ -99,14 +101,18 @@ def check_table_length(name: str, positions: jax.Array, limit: int) -> None:
             f"(its table has max_len={limit}); build the model with a larger max_len or use a "
             "relative PE"
         )
-    if not isinstance(positions, jax.core.Tracer):
-        top = int(jnp.max(positions)) if positions.size else 0
-        low = int(jnp.min(positions)) if positions.size else 0
-        if top >= limit or low < 0:
-            raise ValueError(
-                f"positions span [{low}, {top}] but the '{name}' PE table holds positions "
-                f"0..{limit - 1} (max_len={limit})"
-            )
+    if isinstance(positions, jax.core.Tracer):
+        from posjax.input_checks import check_range
+
+        check_range(positions, limit, what="position", limit_name=f"'{name}' table max_len")
+        return
+    top = int(jnp.max(positions)) if positions.size else 0
+    low = int(jnp.min(positions)) if positions.size else 0
+    if top >= limit or low < 0:
+        raise ValueError(
+            f"positions span [{low}, {top}] but the '{name}' PE table holds positions "
+            f"0..{limit - 1} (max_len={limit})"
+        )
 
 
 class PositionalEncoding(nnx.Module):

@@ -16,11 +16,12 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from posjax.encodings.base import PEContext, PositionalEncoding
 from posjax.encodings.registry import register
-from posjax.encodings.rope import rotary_dim, rotate_pairs
+from posjax.encodings.rope import rope_angles, rope_frequencies, rotary_dim, rotate_pairs
 from posjax.encodings.sinusoidal import sinusoidal_at
 
 
@@ -80,9 +81,9 @@ def apply_rope_2d(x: jax.Array, rows: jax.Array, cols: jax.Array, *, base: float
                          f"(head_dim={head_dim}, rotary_fraction={rotary_fraction})")
     half = rot // 2
     dtype = jnp.promote_types(x.dtype, jnp.float32)  # float64 angles under x64
-    theta = jnp.asarray(base, dtype) ** (-2.0 * jnp.arange(half // 2, dtype=dtype) / half)
-    ang_c = jnp.asarray(cols, dtype)[..., :, None, None] * theta
-    ang_r = jnp.asarray(rows, dtype)[..., :, None, None] * theta
+    theta = rope_frequencies(half, base, np.float64)  # base^(-2k/(d_rot/2)), exact
+    ang_c = rope_angles(cols, theta, dtype=dtype)[..., :, None, :]
+    ang_r = rope_angles(rows, theta, dtype=dtype)[..., :, None, :]
     parts = [rotate_pairs(x[..., :half], ang_c, interleaved=interleaved),
              rotate_pairs(x[..., half:rot], ang_r, interleaved=interleaved)]
     if rot < head_dim:

@@ -88,7 +88,13 @@ class Learned(PositionalEncoding):
         return int(self.embedding.shape[0])
 
     def table(self, positions):
-        return jnp.take(self.embedding[...], jnp.asarray(positions), axis=0)
+        """Rows ``[..., d]`` at ``positions``; a position outside ``0..max_positions - 1`` gives a
+        row of NaN (never a wrapped or clamped row), which ``embed`` reports eagerly and the
+        training loop reports under ``jit``."""
+        positions = jnp.asarray(positions)
+        valid = (positions >= 0) & (positions < self.max_positions)
+        rows = jnp.take(self.embedding[...], jnp.where(valid, positions, 0), axis=0)
+        return jnp.where(valid[..., None], rows, jnp.nan)
 
     def embed(self, x, positions, *, deterministic=True, rngs=None):
         check_table_length(self.name, positions, self.max_positions)

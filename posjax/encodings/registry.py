@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import numpy as np
 from flax import nnx
 
+from posjax.config_types import check_field_types
 from posjax.encodings.base import PEContext, PositionalEncoding, hook_label, overridden_hooks
 
 
@@ -87,10 +89,23 @@ def build_options(name: str, options: dict[str, Any] | None, ctx: PEContext | No
             f"valid options: {', '.join(sorted(fields)) or '(none)'}"
         )
     opts = entry.options(**options)
+    check_field_types(opts, f"PE '{name}' option ")
     validate = getattr(opts, "validate", None)
     if validate is not None:
         validate(ctx if ctx is not None else PEContext())
     return opts
+
+
+def _check_context(**sizes: Any) -> None:
+    """Sizes of the model context are positive ints (or None where optional)."""
+    for key, value in sizes.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{key} must be a positive int, got {value!r} "
+                             f"({type(value).__name__})")
+        if value <= 0:
+            raise ValueError(f"{key} must be a positive int, got {value}")
 
 
 def make(name: str, *, d_model: int | None = None, num_heads: int | None = None,
@@ -108,6 +123,10 @@ def make(name: str, *, d_model: int | None = None, num_heads: int | None = None,
     Returns:
       The PE module.
     """
+    _check_context(d_model=d_model, num_heads=num_heads, head_dim=head_dim, max_len=max_len,
+                   num_layers=num_layers)
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be a bool, got {causal!r} ({type(causal).__name__})")
     if head_dim is None and d_model is not None and num_heads:
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")

@@ -9,6 +9,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from posjax.encodings.base import PEContext, PositionalEncoding
@@ -28,9 +29,109 @@ def rotary_dim(head_dim: int, rotary_fraction: float = 1.0) -> int:
 
 
 def rope_frequencies(rot_dim: int, base: float = 10000.0, dtype=jnp.float32) -> jax.Array:
-    """theta_k = base^(-2k/rot_dim), k = 0..rot_dim/2 - 1, as ``[rot_dim // 2]``."""
-    k = jnp.arange(rot_dim // 2, dtype=dtype)
-    return jnp.asarray(base, dtype) ** (-2.0 * k / rot_dim)
+    """theta_k = base^(-2k/rot_dim), k = 0..rot_dim/2 - 1, as ``[rot_dim // 2]``.
+
+    Computed in float64 and rounded once to ``dtype`` when ``base`` is a concrete number (a
+    float32 power would be off by several ulps); a traced ``base`` is computed in ``dtype``.
+    ``dtype=np.float64`` returns the exact NumPy float64 values, which :func:`rope_angles` uses
+    to keep the angles accurate to float64 frequencies (not just to their float32 rounding).
+    """
+    if isinstance(base, jax.core.Tracer):
+        k = jnp.arange(rot_dim // 2, dtype=dtype)
+        return jnp.asarray(base, dtype) ** (-2.0 * k / rot_dim)
+    k = np.arange(rot_dim // 2, dtype=np.float64)
+    theta = np.float64(base) ** (-2.0 * k / rot_dim)
+    return theta if dtype is np.float64 else jnp.asarray(theta, dtype)
+
+
+def _two_pi_parts() -> tuple[float, ...]:
+    """2 pi as C1 + C2 + C3 + C4: three float32 parts of 6 significant bits (so that n * C_i is
+    exact for integers |n| < 2^18) and a float32 rest."""
+    rest, parts = 2.0 * np.pi, []
+    for _ in range(3):
+        quantum = 2.0 ** (np.floor(np.log2(rest)) - 5)
+        part = np.floor(rest / quantum) * quantum
+        parts.append(float(np.float32(part)))
+        rest -= part
+    parts.append(float(np.float32(rest)))
+    return tuple(parts)
+
+
+_TWO_PI = _two_pi_parts()
+
+
+def _split12(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """float32 ``x = hi + lo`` exactly, ``hi`` keeping 12 significant bits (``lo`` has <= 12)."""
+    bits = jax.lax.bitcast_convert_type(x, jnp.uint32) & jnp.uint32(0xFFFFF000)
+    hi = jax.lax.bitcast_convert_type(bits, jnp.float32)
+    return hi, x - hi
+
+
+def _split_host(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 ``theta ~= hi + mid + rest`` as float32 arrays, ``hi`` and ``mid`` with 12
+    significant bits, ``rest`` the float32 rounding of what remains (about 2^-24 theta)."""
+    def trunc12(v):
+        return (np.asarray(v, np.float32).view(np.uint32) & np.uint32(0xFFFFF000)).view(np.float32)
+
+    hi = trunc12(theta)
+    mid = trunc12(theta - hi.astype(np.float64))
+    rest = (theta - hi.astype(np.float64) - mid.astype(np.float64)).astype(np.float32)
+    return hi, mid, rest
+
+
+def _reduce(x: jax.Array) -> jax.Array:
+    """``x - n 2 pi`` in [-pi, pi] (about), n = round(x / 2 pi), for |x| < 2^19 pi (Cody-Waite:
+    each ``n * C_i`` is exact, so the error is a few float32 ulps of pi)."""
+    n = jnp.round(x * np.float32(1.0 / (2.0 * np.pi)))
+    for c in _TWO_PI:
+        x = x - n * np.float32(c)
+    return x
+
+
+def rope_angles(positions: jax.Array, frequencies: jax.Array | np.ndarray, *,
+                dtype=jnp.float32) -> jax.Array:
+    """Rotation angles ``positions[..., None] * frequencies`` (reduced to about [-pi, pi] in
+    float32), the one angle function of the RoPE family.
+
+    In float32 the naive product loses the angle at large positions: at p = 2^20 the rounding of
+    the product alone is up to 0.06 rad, and the float32 rounding of theta another ~0.02 rad.
+    Here both factors are split into parts whose products are exact in float32:
+    ``p = p_hi + p_lo + p_frac`` (``p_hi`` a multiple of 4096, ``p_lo`` an integer of magnitude
+    below 4096, all of p's sign) and ``theta = t_hi + t_mid (+ t_rest)`` (12 significant bits
+    each); each exact product is reduced modulo 2 pi (Cody-Waite, a 4-part 2 pi) and the reduced
+    parts are summed with a reduction after each addition.
+
+    Accuracy (float32, |p| <= 2^20, |theta| <= 1): the angle is within 2e-6 rad of the float64
+    ``p * theta`` modulo 2 pi, where theta is the float64 value when ``frequencies`` is a NumPy
+    float64 array (as :func:`rope_frequencies` gives with ``dtype=np.float64``) and the float32
+    value otherwise. A rotation by the angle then moves a vector by at most 2e-6 |x|
+    (``tests/reliability/test_rope_precision.py`` checks 1e-5 |x| against float64).
+
+    Args:
+      positions: ``[...]`` integer or float positions.
+      frequencies: ``[n]`` angular frequencies (NumPy float64 for float64 accuracy).
+      dtype: float32, or float64 for the direct product (x64 mode).
+
+    Returns:
+      ``[..., n]`` angles in ``dtype``.
+    """
+    if jnp.dtype(dtype) != jnp.float32:
+        return jnp.asarray(positions, dtype)[..., None] * jnp.asarray(frequencies, dtype)
+    pos = jnp.asarray(positions, jnp.float32)[..., None]
+    p_hi = jnp.trunc(pos * np.float32(1.0 / 4096.0)) * np.float32(4096.0)  # towards 0: the
+    p_lo = jnp.trunc(pos - p_hi)                                               # differences
+    p_frac = pos - p_hi - p_lo                                                 # are exact
+    if isinstance(frequencies, np.ndarray):
+        t_hi, t_mid, t_rest = _split_host(np.asarray(frequencies, np.float64))
+        theta = jnp.asarray(frequencies, jnp.float32)
+        total = _reduce(p_frac * theta + pos * t_rest)
+    else:
+        theta = jnp.asarray(frequencies, jnp.float32)
+        t_hi, t_mid = _split12(theta)
+        total = _reduce(p_frac * theta)
+    for part in (p_hi * t_hi, p_hi * t_mid, p_lo * t_hi, p_lo * t_mid):
+        total = _reduce(total + _reduce(part))
+    return total
 
 
 def rotate_pairs(x: jax.Array, angles: jax.Array, *, interleaved: bool) -> jax.Array:
@@ -62,7 +163,8 @@ def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
       interleaved: pairing convention: False (default, as :class:`RoPEOptions` and Llama-family
         checkpoints): half-split pairs (k, k + rot/2); True: RoFormer's adjacent pairs (2k, 2k+1).
       frequencies: optional ``[rot_dim // 2]`` override (context-extension variants).
-      position_scale: multiplies positions (linear position interpolation uses 1/s).
+      position_scale: multiplies positions (linear position interpolation uses 1/s); applied
+        to the frequencies, so the angles stay exact (see :func:`rope_angles`).
 
     Returns:
       Array of x's shape and dtype; norm-preserving per head.
@@ -71,11 +173,14 @@ def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
     rot = rotary_dim(head_dim, rotary_fraction)
     # angles in float32, or float64 when x is float64 (exact relative tests)
     dtype = jnp.promote_types(x.dtype, jnp.float32)
-    theta = rope_frequencies(rot, base, dtype) if frequencies is None else jnp.asarray(frequencies, dtype)
+    theta = rope_frequencies(rot, base, np.float64) if frequencies is None else frequencies
+    if not isinstance(theta, np.ndarray):
+        theta = jnp.asarray(theta)
     if theta.shape != (rot // 2,):
         raise ValueError(f"frequencies must have shape ({rot // 2},), got {theta.shape}")
-    pos = jnp.asarray(positions, dtype) * position_scale
-    angles = pos[..., :, None, None] * theta  # [..., seq, 1, rot/2]
+    if not (isinstance(position_scale, (int, float)) and position_scale == 1):
+        theta = theta * position_scale  # p (s theta): the angles below stay exact
+    angles = rope_angles(positions, theta, dtype=dtype)[..., :, None, :]  # [..., seq, 1, rot/2]
     rotated = rotate_pairs(x[..., :rot], angles, interleaved=interleaved)
     if rot == head_dim:
         return rotated
@@ -123,9 +228,10 @@ class RoPE(PositionalEncoding):
         ctx.require("rope", "head_dim")
 
     def frequencies(self) -> jax.Array:
-        """The rotary frequencies ``[rot_dim // 2]`` (subclasses rescale them)."""
+        """The rotary frequencies ``[rot_dim // 2]`` (subclasses rescale them), as exact NumPy
+        float64 values so that :func:`rope_angles` is accurate to float64."""
         return rope_frequencies(rotary_dim(self.ctx.head_dim, self.options.rotary_fraction),
-                                self.options.base)
+                                self.options.base, np.float64)
 
     def _apply(self, x: jax.Array, positions: jax.Array) -> jax.Array:
         o = self.options

@@ -6,6 +6,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from posjax.config_types import check_field_types
+
 ACTIVATIONS = ("gelu", "relu", "silu")
 
 
@@ -105,6 +107,7 @@ class TransformerConfig:
     kv_source: str = "residual"
 
     def __post_init__(self):
+        check_field_types(self, "TransformerConfig.")
         for name in ("num_layers", "d_model", "num_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"TransformerConfig.{name} must be positive, got {getattr(self, name)}")
@@ -128,6 +131,23 @@ class TransformerConfig:
         if self.kv_source not in ("residual", "embeddings"):
             raise ValueError(f"kv_source must be 'residual' or 'embeddings', got {self.kv_source!r}")
         object.__setattr__(self, "pe_options", PEOptions(self.pe_options))
+        self._check_pe()
+
+    def _check_pe(self) -> None:
+        """Unknown PE names and bad PE options fail here, not when the model is built."""
+        from posjax.encodings.base import PEContext
+        from posjax.encodings.registry import build_options, info
+
+        try:
+            info(self.pe)
+        except ValueError as e:
+            raise ValueError(f"TransformerConfig.pe: {e}") from None
+        try:
+            build_options(self.pe, dict(self.pe_options), PEContext(
+                d_model=self.d_model, num_heads=self.num_heads, head_dim=self.head_dim,
+                max_len=self.max_len, num_layers=self.num_layers, causal=self.causal))
+        except ValueError as e:
+            raise ValueError(f"TransformerConfig.pe_options: {e}") from None
 
     @property
     def head_dim(self) -> int:

@@ -7,6 +7,7 @@ from flax import nnx
 
 from posjax import encodings
 from posjax.encodings.base import PositionalEncoding, batch_positions
+from posjax.input_checks import check_range
 from posjax.models.attention import SelfAttention, broadcast_bias, dense
 from posjax.models.config import TransformerConfig
 
@@ -112,6 +113,20 @@ class Transformer(nnx.Module):
         """The (first layer's) positional encoding module."""
         return self.pes[0]
 
+    def embed_tokens(self, tokens: jax.Array) -> jax.Array:
+        """Token embeddings ``[B, T, d_model]`` of int ids ``[B, T]``.
+
+        An id outside ``[0, vocab_size)`` raises ValueError when ``tokens`` is concrete; under
+        ``jit`` it is recorded by :func:`posjax.input_checks.check_range` (the training loop and
+        ``evaluate_classifier`` raise it with the step) and its embedding is a row of NaN, never
+        another token's row (a negative id does not wrap).
+        """
+        vocab = self.config.vocab_size
+        check_range(tokens, vocab, what="token id", limit_name="vocab_size")
+        valid = (tokens >= 0) & (tokens < vocab)
+        x = self.embed(jnp.where(valid, tokens, 0))
+        return jnp.where(valid[..., None], x, jnp.nan)
+
     def layer_pe(self, layer: int) -> PositionalEncoding:
         return self.pes[0] if self.shared_pe else self.pes[layer]
 
@@ -144,7 +159,7 @@ class Transformer(nnx.Module):
             if head_mask.shape != (cfg.num_layers, cfg.num_heads):
                 raise ValueError(f"head_mask must have shape {(cfg.num_layers, cfg.num_heads)}, "
                                  f"got {head_mask.shape}")
-        x = (self.embed(tokens) if cfg.input_dim is None else dense(self.embed, tokens)
+        x = (self.embed_tokens(tokens) if cfg.input_dim is None else dense(self.embed, tokens)
              ).astype(cfg.jnp_dtype)
         if not cfg.pe_every_layer and "embed" in self.pe.hooks:
             x = self.pe.embed(x, positions, deterministic=deterministic, rngs=rngs)

@@ -8,14 +8,88 @@ tensor-parallel, one or many hosts) every process writes the shards it holds, no
 to one host, and every process must call :meth:`Checkpointer.save` and
 :meth:`Checkpointer.restore`. A restored leaf takes the sharding of the matching ``jax.Array``
 leaf of the live state, so a sharded run resumes with the same layout.
+
+Every checkpoint is verified: once orbax has written step ``N``, process 0 stores the SHA-256 of
+each of its files in ``N/posjax_checksums.json``. :meth:`Checkpointer.restore` checks them (and
+that orbax can read the step) before using a step; a corrupted or incomplete latest checkpoint is
+moved to ``<directory>.corrupted/`` with a warning naming it and the previous valid step, which
+is restored instead. A checkpoint without a checksum file (written before checksums existed, or
+interrupted between orbax's write and the checksum's) is used when orbax can read it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
+import warnings
 from typing import Any
 
 import jax
 import numpy as np
+
+CHECKSUM_FILE = "posjax_checksums.json"
+
+
+class CheckpointCorrupted(ValueError):
+    """A checkpoint whose files do not match their checksums or that orbax cannot read."""
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(step_dir: str) -> list[str]:
+    """Paths (relative to ``step_dir``) of every file of a checkpoint but the checksum file."""
+    out = []
+    for root, _, names in os.walk(step_dir):
+        for name in names:
+            rel = os.path.relpath(os.path.join(root, name), step_dir)
+            if rel != CHECKSUM_FILE:
+                out.append(rel)
+    return sorted(out)
+
+
+def write_checksums(step_dir: str) -> None:
+    """Store the SHA-256 of every file of the checkpoint in ``step_dir`` (atomically)."""
+    sums = {rel: _sha256(os.path.join(step_dir, rel)) for rel in _files(step_dir)}
+    tmp = os.path.join(step_dir, f".{CHECKSUM_FILE}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(sums, f, indent=1, sort_keys=True)
+    os.replace(tmp, os.path.join(step_dir, CHECKSUM_FILE))
+
+
+def verify_checksums(step_dir: str) -> bool:
+    """Check the files of ``step_dir`` against its checksum file.
+
+    Returns:
+      True when verified, False when the checkpoint has no checksum file.
+
+    Raises:
+      CheckpointCorrupted: a file is missing, extra, truncated or altered (named in the message).
+    """
+    path = os.path.join(step_dir, CHECKSUM_FILE)
+    if not os.path.exists(path):
+        return False
+    try:
+        with open(path) as f:
+            sums = json.load(f)
+    except ValueError:
+        raise CheckpointCorrupted(f"its checksum file {path} is unreadable") from None
+    present = set(_files(step_dir))
+    for rel, expected in sorted(sums.items()):
+        if rel not in present:
+            raise CheckpointCorrupted(f"file {rel} is missing")
+        if _sha256(os.path.join(step_dir, rel)) != expected:
+            raise CheckpointCorrupted(f"file {rel} does not match its checksum")
+    extra = sorted(present - set(sums))
+    if extra:
+        raise CheckpointCorrupted(f"unexpected file(s) {', '.join(extra)}")
+    return True
 
 
 def _savable(x: Any) -> Any:
@@ -56,6 +130,16 @@ class Checkpointer:
         leaves = [_savable(x) for x in jax.tree.leaves(state)]
         self.manager.save(step, args=self._ocp.args.StandardSave(leaves), force=True)
         self.manager.wait_until_finished()
+        if jax.process_index() == 0 and os.path.isdir(self.step_dir(step)):
+            write_checksums(self.step_dir(step))
+
+    def step_dir(self, step: int) -> str:
+        """The directory of checkpoint ``step``."""
+        return os.path.join(self.directory, str(step))
+
+    def all_steps(self) -> list[int]:
+        """Steps of every checkpoint on disk, ascending."""
+        return sorted(self.manager.all_steps())
 
     def _saved_count(self, step: int) -> int | None:
         """Number of arrays in checkpoint ``step`` (None when orbax cannot tell)."""
@@ -68,22 +152,80 @@ class Checkpointer:
     def restore(self, state_like: Any, step: int | None = None) -> tuple[int, Any]:
         """Restore into the structure of ``state_like``; returns ``(step, state)``.
 
-        A ``jax.Array`` leaf of ``state_like`` is restored with its sharding (each process reads
-        only its shards); any other leaf becomes an array on the default device.
+        Without ``step`` the latest valid checkpoint is used: corrupted or unreadable later ones
+        are moved aside (single-process runs) with a ``UserWarning`` naming them and the step
+        restored instead. A ``jax.Array`` leaf of ``state_like`` is restored with its sharding
+        (each process reads only its shards); any other leaf becomes an array on the default
+        device.
+
+        Raises:
+          FileNotFoundError: no checkpoint at all.
+          CheckpointCorrupted: no valid checkpoint (every one is named with its problem), or
+            the requested ``step`` is corrupted.
+          ValueError: the checkpoint holds a different number of arrays than ``state_like``.
         """
-        step = self.latest_step() if step is None else step
-        if step is None:
+        if step is not None:
+            return step, self._restore_step(state_like, step)
+        steps = self.all_steps()[::-1]
+        if not steps:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        bad: list[tuple[int, str]] = []
+        for candidate in steps:
+            try:
+                state = self._restore_step(state_like, candidate)
+            except CheckpointCorrupted as e:
+                bad.append((candidate, str(e)))
+                continue
+            if bad:
+                moved = self._set_aside([b for b, _ in bad])
+                named = "; ".join(f"step {b} ({why})" for b, why in bad)
+                warnings.warn(f"corrupted or incomplete checkpoint(s) in {self.directory}: {named}"
+                              f"; restored the previous valid checkpoint, step {candidate}{moved}",
+                              stacklevel=2)
+            return candidate, state
+        raise CheckpointCorrupted(
+            f"no valid checkpoint in {self.directory}: "
+            + "; ".join(f"step {b}: {why}" for b, why in bad)
+            + f"; delete {os.path.dirname(self.directory)} to start over")
+
+    def _restore_step(self, state_like: Any, step: int) -> Any:
+        """Verify and restore checkpoint ``step`` (CheckpointCorrupted when it is damaged)."""
+        step_dir = self.step_dir(step)
+        try:
+            verify_checksums(step_dir)
+        except CheckpointCorrupted as e:
+            raise CheckpointCorrupted(f"checkpoint {step_dir}: {e}") from None
         leaves, treedef = jax.tree.flatten(state_like)
         saved = self._saved_count(step)
         if saved is not None and saved != len(leaves):
             raise ValueError(f"checkpoint at step {step} has {saved} arrays, the model "
                              f"state has {len(leaves)}: it was written by a different model")
         target = [_restore_target(x) for x in leaves]
-        restored = self.manager.restore(step, args=self._ocp.args.StandardRestore(target))
+        try:
+            restored = self.manager.restore(step, args=self._ocp.args.StandardRestore(target))
+        except Exception as e:  # orbax/tensorstore/json errors of a damaged checkpoint
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            raise CheckpointCorrupted(f"checkpoint {step_dir} is unreadable "
+                                      f"({type(e).__name__}: {first})") from None
         out = [r if isinstance(x, jax.Array) else jax.numpy.asarray(r)
                for x, r in zip(leaves, restored)]
-        return step, jax.tree.unflatten(treedef, out)
+        return jax.tree.unflatten(treedef, out)
+
+    def _set_aside(self, steps: list[int]) -> str:
+        """Move the directories of ``steps`` to ``<directory>.corrupted/`` (one process only);
+        returns a note for the warning."""
+        if jax.process_count() > 1:
+            return (f"; delete {', '.join(self.step_dir(s) for s in steps)} before the run "
+                    "saves those steps again")
+        aside = f"{self.directory}.corrupted"
+        os.makedirs(aside, exist_ok=True)
+        for s in steps:
+            target = os.path.join(aside, str(s))
+            if os.path.exists(target):
+                shutil.rmtree(target)
+            shutil.move(self.step_dir(s), target)
+        self.manager.reload()
+        return f"; the corrupted one(s) were moved to {aside}"
 
     def close(self) -> None:
         self.manager.close()

@@ -6,6 +6,8 @@ from typing import Any
 
 import optax
 
+from posjax.config_types import check_field_types
+
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("constant", "cosine", "linear")
 
@@ -51,6 +53,7 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self):
+        check_field_types(self, "TrainConfig.")
         if self.steps <= 0:
             raise ValueError(f"TrainConfig.steps must be positive, got {self.steps}")
         if self.batch_size <= 0:

@@ -2,7 +2,9 @@
 
 ``train(model, loss_fn, batches, config, out_dir=...)`` runs jitted optimiser steps on an NNX
 model, logs JSON lines, shows a progress bar, checkpoints with orbax, resumes from the latest
-checkpoint of the same run, saves on SIGTERM/Ctrl-C, and stops on a non-finite loss.
+valid checkpoint of the same run, saves on SIGTERM/Ctrl-C, and stops on a non-finite loss or an
+out-of-range input (token id, table position, label), keeping the exact state after the last
+good step. See ``docs/reliability.md`` for what is guaranteed.
 
 In a multi-process (multi-host) run every process calls ``train`` with the same arguments: all of
 them take part in the steps and in the orbax checkpoints (each writes its own shards), while only
@@ -24,14 +26,25 @@ import jax.numpy as jnp
 from flax import nnx
 
 from posjax._json import jsonable
+from posjax.input_checks import collect, first_error, rows_valid, stack_rows
 from posjax.training.checkpoint import Checkpointer
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule
+from posjax.training.run_dir import (check_run_record, lock_run_dir, logged_steps, rewind_log,
+                                     run_record)
 
 LossFn = Callable[[nnx.Module, Any, jax.Array], tuple[jax.Array, Mapping[str, jax.Array]]]
 
 
 class TrainingDiverged(FloatingPointError):
     """Raised when the loss becomes NaN or Inf; the last good checkpoint is kept."""
+
+
+class InvalidBatch(ValueError):
+    """Raised when a batch holds an out-of-range token id, position or label; the message names
+    the value, the limit and the step (``token id 99 >= vocab_size 16 in batch at step 2``)."""
+
+
+RESUME_MODES = ("auto", "never", "must")
 
 
 @dataclasses.dataclass
@@ -63,54 +76,55 @@ def _sigterm_as_interrupt():
 
 
 def _check_run_config(out_dir: str, record: dict[str, Any], *, write: bool = True) -> None:
-    """Refuse ``out_dir`` when it holds another configuration; record ``record`` there when it
-    holds none and ``write`` (process 0 only). The file is replaced atomically, so a process that
-    reads it while process 0 writes it sees either no file or the whole record."""
-    path = os.path.join(out_dir, "config.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
-        if old != record:
-            raise ValueError(f"{out_dir} holds a run with a different configuration "
-                             f"(see {path}); use another out_dir or delete it to start over")
-    elif write:
-        os.makedirs(out_dir, exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
-        os.replace(tmp, path)
+    """Refuse ``out_dir`` when it holds another configuration (see
+    :func:`posjax.training.run_dir.check_run_record`)."""
+    check_run_record(out_dir, record, write=write)
 
 
 def _step_function(graphdef, loss_fn: LossFn, tx):
-    """The jitted step ``(params, rest, opt_state, batch, step, base_key) -> (params, opt_state,
-    loss, metrics, finite)``. The dropout key of a step is ``fold_in(base_key, step)``. A non-finite
-    loss or gradient leaves params and optimiser state unchanged, so the state in memory is always
-    the last good one."""
+    """The jitted step ``(params, rest, opt_state, batch, step, base_key, ok=True) -> (params,
+    opt_state, loss, metrics, applied, checks)``.
+
+    The dropout key of a step is ``fold_in(base_key, step)``. The update is applied only when
+    ``ok`` (every earlier step of this stretch was applied), the loss and gradient are finite and
+    every range check of the inputs passed (``checks``: the ``[n, 4]`` rows of
+    :func:`posjax.input_checks.check_range`); otherwise params and optimiser state come back
+    unchanged and ``applied`` is False. Chaining ``ok = applied`` from step to step therefore
+    freezes the state at the last good step, even when the host looks at ``applied`` only at
+    the next log boundary.
+    """
 
     @jax.jit
-    def step_fn(params, rest, opt_state, batch, step, base_key):
+    def step_fn(params, rest, opt_state, batch, step, base_key, ok=True):
         key = jax.random.fold_in(base_key, step)
 
         def objective(p):
-            return loss_fn(nnx.merge(graphdef, p, rest), batch, key)
+            with collect() as rows:
+                loss, metrics = loss_fn(nnx.merge(graphdef, p, rest), batch, key)
+            return loss, (metrics, stack_rows(rows))
 
-        (loss, metrics), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        (loss, (metrics, checks)), grads = jax.value_and_grad(objective, has_aux=True)(params)
         updates, new_opt = tx.update(grads, opt_state, params)
         new_params = jax.tree.map(lambda p, u: p + u, params, updates)
         gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
-        finite = jnp.isfinite(loss) & jnp.isfinite(gnorm)
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
-        return keep(new_params, params), keep(new_opt, opt_state), loss, metrics, finite
+        applied = ok & jnp.isfinite(loss) & jnp.isfinite(gnorm) & rows_valid(checks)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(applied, a, b), new, old)
+        return keep(new_params, params), keep(new_opt, opt_state), loss, metrics, applied, checks
 
     return step_fn
 
 
 def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
     """The jitted step ``(params, rest, opt_state, batch, step) -> (params, opt_state, loss,
-    metrics, finite)`` with dropout keys ``fold_in(key(seed), step)`` (see :func:`_step_function`)."""
+    metrics, applied)`` with dropout keys ``fold_in(key(seed), step)`` (see
+    :func:`_step_function`; ``applied`` is False for a non-finite loss or an out-of-range
+    input, whose update is skipped)."""
     step_fn, base = _step_function(graphdef, loss_fn, tx), jax.random.key(seed)
-    return lambda params, rest, opt_state, batch, step: step_fn(params, rest, opt_state, batch,
-                                                                step, base)
+
+    def step(params, rest, opt_state, batch, step):
+        return step_fn(params, rest, opt_state, batch, step, base)[:5]
+
+    return step
 
 
 # Compiled steps shared by train() calls with the same model structure, loss and optimiser
@@ -148,14 +162,14 @@ def _pinned_step(step_fn, params: Any, opt_state: Any):
     if key not in _PINNED:
         if len(_PINNED) >= 64:
             _PINNED.pop(next(iter(_PINNED)))
-        _PINNED[key] = jax.jit(step_fn, out_shardings=(*shardings, None, None, None))
+        _PINNED[key] = jax.jit(step_fn, out_shardings=(*shardings, None, None, None, None))
     return _PINNED[key]
 
 
 def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], config: TrainConfig,
           *, out_dir: str | None = None, eval_fn: Callable[[nnx.Module], Mapping[str, float]] | None = None,
           run_config: Mapping[str, Any] | None = None, desc: str = "train",
-          mesh: jax.sharding.Mesh | None = None) -> TrainResult:
+          mesh: jax.sharding.Mesh | None = None, resume: str = "auto") -> TrainResult:
     """Train ``model`` in place.
 
     Args:
@@ -165,10 +179,11 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
       batches: ``step -> batch`` (a pytree of arrays); must be deterministic in ``step`` for
         bit-identical resumption (see :class:`posjax.training.ArrayBatches`).
       config: the :class:`TrainConfig`.
-      out_dir: where ``metrics.jsonl``, ``config.json`` and ``checkpoints/`` go. When it holds
-        checkpoints of the same configuration the run resumes from the latest one.
+      out_dir: where ``metrics.jsonl``, ``config.json`` and ``checkpoints/`` go; locked for the
+        duration of the run (``train.lock``).
       eval_fn: ``model -> metrics`` run every ``eval_every`` steps and at the end.
-      run_config: extra configuration recorded in ``config.json`` (model config, data options).
+      run_config: extra configuration recorded in ``config.json`` (data options, ...). The
+        model's own configuration, PE options and variable shapes are always recorded.
       desc: progress-bar label.
       mesh: optional ``("data", "model")`` mesh (:func:`posjax.distributed.make_mesh`): the
         state is placed with :func:`posjax.distributed.place_state` (replicated, or split
@@ -176,11 +191,54 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
         :func:`posjax.distributed.shard_batch` (``batches(step)`` returns the global batch).
         None (default): the default device, unchanged behaviour. On resumption the checkpoint
         is restored straight into the placed state, each leaf with its sharding.
+      resume: "auto" (resume from the latest valid checkpoint of the same run, start fresh in a
+        new ``out_dir``), "must" (resume or raise) or "never" (``out_dir`` must hold no run).
 
     Returns:
-      A :class:`TrainResult`. On SIGTERM/Ctrl-C a checkpoint is saved and KeyboardInterrupt is
-      re-raised; on a non-finite loss :class:`TrainingDiverged` is raised.
+      A :class:`TrainResult`.
+
+    Raises:
+      TrainingDiverged: a non-finite loss or gradient; the state after the last finite step is
+        kept in memory and saved under that step's number.
+      InvalidBatch: an out-of-range token id, position or label (named with its step); the state
+        after the last good step is kept and saved the same way.
+      ValueError: ``out_dir`` holds another run (the differing fields are named), or a log
+        without checkpoints, or contradicts ``resume``.
+      posjax.training.run_dir.RunDirLocked: another process is training in ``out_dir``.
+      KeyboardInterrupt: on SIGTERM/Ctrl-C, after saving a checkpoint.
     """
+    if resume not in RESUME_MODES:
+        raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
+    if out_dir is None and resume == "must":
+        raise ValueError("resume='must' needs an out_dir")
+    with contextlib.ExitStack() as stack:
+        from posjax.distributed.mesh import is_main_process
+
+        if out_dir is not None and is_main_process():
+            stack.enter_context(lock_run_dir(out_dir))
+        return _train(model, loss_fn, batches, config, out_dir=out_dir, eval_fn=eval_fn,
+                      run_config=run_config, desc=desc, mesh=mesh, resume=resume)
+
+
+def _open_run(out_dir: str, record: dict[str, Any], resume: str, main: bool, keep: int
+              ) -> tuple[Checkpointer, str]:
+    """Check ``out_dir`` against ``record`` and ``resume``; returns its checkpointer and log path."""
+    log_path = os.path.join(out_dir, "metrics.jsonl")
+    ck_dir = os.path.join(out_dir, "checkpoints")
+    had_ck_dir = os.path.isdir(ck_dir)
+    rows = logged_steps(log_path)
+    if resume == "never" and (rows or os.path.exists(os.path.join(out_dir, "config.json"))
+                              or (had_ck_dir and os.listdir(ck_dir))):
+        raise ValueError(f"resume='never' but {out_dir} already holds a run; use another "
+                         "out_dir, delete it, or pass resume='auto'")
+    check_run_record(out_dir, record, write=main)
+    if rows and not had_ck_dir:
+        raise ValueError(f"{log_path} logs a run but {ck_dir} is missing: refusing to start "
+                         f"over silently; restore the checkpoints or delete {out_dir}")
+    return Checkpointer(ck_dir, keep=keep), log_path
+
+
+def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, desc, mesh, resume):
     from tqdm.auto import tqdm
 
     from posjax.distributed.mesh import is_main_process
@@ -200,15 +258,20 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
 
     ckpt, start, resumed, log = None, 0, None, None
     if out_dir is not None:
-        record = jsonable({"train": config, "run": run_config or {}})
-        record["train"].pop("progress", None)
-        _check_run_config(out_dir, record, write=main)
-        ckpt = Checkpointer(os.path.join(out_dir, "checkpoints"), keep=config.keep_checkpoints)
-        if ckpt.latest_step() is not None:
+        ckpt, log_path = _open_run(out_dir, run_record(config, model, run_config), resume, main,
+                                   config.keep_checkpoints)
+        if ckpt.all_steps():
             start, (params, opt_state) = ckpt.restore((params, opt_state))
             resumed = start
+        elif resume == "must":
+            raise ValueError(f"resume='must' but {ckpt.directory} holds no checkpoint")
+        elif logged_steps(log_path):
+            raise ValueError(f"{log_path} logs a run but {ckpt.directory} holds no checkpoint "
+                             f"to resume it from: refusing to start over silently; delete "
+                             f"{out_dir} to start over")
         if main:
-            log = open(os.path.join(out_dir, "metrics.jsonl"), "a")
+            rewind_log(log_path, start)
+            log = open(log_path, "a")
 
     def write(row: dict[str, Any]) -> None:
         if log is not None:
@@ -229,21 +292,28 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
 
     evals: list[dict[str, float]] = []
     last: dict[str, float] = {}
-    pending: list[tuple[int, jax.Array, Any, jax.Array]] = []
+    pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array]] = []
     t0 = time.perf_counter()
     good_step = start
 
     def flush(bar) -> None:
         nonlocal last, good_step
-        for s, loss, metrics, finite in pending:
-            if not bool(finite):
+        for s, loss, metrics, applied, checks in pending:
+            if not bool(applied):
+                # steps after the first refused one were refused too (``ok`` chain): params and
+                # opt_state hold the state after `good_step` steps
                 save(good_step)
-                where = f"; last good checkpoint: step {good_step} in {ckpt.directory}" if ckpt else ""
+                pending.clear()
+                where = (f"; last good checkpoint: step {good_step} in {ckpt.directory}"
+                         if ckpt else f"; the model holds the state after step {good_step}")
+                error = first_error(checks)
+                if error is not None:
+                    raise InvalidBatch(f"{error} in batch at step {s}: training stopped{where}")
                 raise TrainingDiverged(f"non-finite loss ({float(loss)}) at step {s}: training "
                                        f"stopped{where}")
             good_step = s + 1
         if pending:
-            s, loss, metrics, _ = pending[-1]
+            s, loss, metrics, _, _ = pending[-1]
             last = {"loss": float(loss), **{k: float(v) for k, v in metrics.items()}}
             write({"step": s + 1, "lr": float(schedule(s)), **last,
                    "time": round(time.perf_counter() - t0, 3)})
@@ -251,6 +321,7 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
         pending.clear()
 
     step = start
+    ok = jnp.asarray(True)
     bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not (config.progress and main),
                leave=False, dynamic_ncols=True)
     try:
@@ -258,9 +329,9 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
             while step < config.steps:
                 batch = (jax.tree.map(jnp.asarray, batches(step)) if mesh is None
                          else shard_batch(batches(step), mesh))
-                params, opt_state, loss, metrics, finite = step_fn(
-                    params, rest, opt_state, batch, jnp.asarray(step, jnp.int32), base_key)
-                pending.append((step, loss, metrics, finite))
+                params, opt_state, loss, metrics, ok, checks = step_fn(
+                    params, rest, opt_state, batch, jnp.asarray(step, jnp.int32), base_key, ok)
+                pending.append((step, loss, metrics, ok, checks))
                 step += 1
                 bar.update(1)
                 boundary = step % config.log_every == 0 or step == config.steps
@@ -276,6 +347,9 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
         save(step)
         nnx.update(model, params)
         evaluate(step)
+    except (TrainingDiverged, InvalidBatch):
+        nnx.update(model, params)
+        raise
     except KeyboardInterrupt:
         # params/opt_state hold the state after `step` completed steps (or the last good one)
         try:

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from posjax.input_checks import check_range, collect, first_error, stack_rows
 from posjax.training.data import iterate
 
 
@@ -22,6 +23,7 @@ def classification_loss(model: nnx.Module, batch: Mapping[str, jax.Array], key: 
                    padding_mask=batch.get("padding_mask"), deterministic=deterministic,
                    rngs=nnx.Rngs(dropout=key))
     labels = batch["labels"]
+    check_range(labels, logits.shape[-1], what="label", limit_name="num_classes")
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
     return loss, {"accuracy": accuracy(logits, labels)}
 
@@ -33,20 +35,31 @@ def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
 
 def evaluate_classifier(model: nnx.Module, arrays: Mapping[str, Any], *, batch_size: int = 256
                         ) -> dict[str, float]:
-    """Accuracy and mean loss of a classifier over a dataset dict (deterministic mode)."""
+    """Accuracy and mean loss of a classifier over a dataset dict (deterministic mode).
+
+    Raises:
+      ValueError: a token id, position or label out of range, named with its batch, e.g.
+        ``token id 99 >= vocab_size 16 in evaluation batch 0 (examples 0..255)``.
+    """
     graphdef, state = nnx.split(model)
 
     @jax.jit
     def scores(state, batch):
         m = nnx.merge(graphdef, state)
-        logits = m(batch["tokens"], positions=batch.get("positions"),
-                   padding_mask=batch.get("padding_mask"), deterministic=True)
+        with collect() as rows:
+            logits = m(batch["tokens"], positions=batch.get("positions"),
+                       padding_mask=batch.get("padding_mask"), deterministic=True)
+            check_range(batch["labels"], logits.shape[-1], what="label", limit_name="num_classes")
         losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"])
-        return losses.sum(), (jnp.argmax(logits, -1) == batch["labels"]).sum()
+        return losses.sum(), (jnp.argmax(logits, -1) == batch["labels"]).sum(), stack_rows(rows)
 
     total_loss, correct, count = 0.0, 0, 0
-    for batch in iterate(arrays, batch_size):
-        loss, hits = scores(state, jax.tree.map(jnp.asarray, batch))
+    for index, batch in enumerate(iterate(arrays, batch_size)):
+        loss, hits, checks = scores(state, jax.tree.map(jnp.asarray, batch))
+        error = first_error(checks)
+        if error is not None:
+            raise ValueError(f"{error} in evaluation batch {index} (examples {count}.."
+                             f"{count + len(batch['labels']) - 1})")
         total_loss += float(loss)
         correct += int(hits)
         count += len(batch["labels"])
