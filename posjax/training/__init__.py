@@ -8,3 +8,6 @@ from posjax.training.losses import accuracy, classification_loss, evaluate_class
 __all__ = ["ArrayBatches", "Checkpointer", "TrainConfig", "TrainResult", "TrainingDiverged",
            "accuracy", "classification_loss", "evaluate_classifier", "iterate",
            "make_optimizer", "make_schedule", "make_train_step", "train"]
+from posjax.training.ensemble import EnsembleResult, train_ensemble  # noqa: E402
+
+__all__ += ["EnsembleResult", "train_ensemble"]
