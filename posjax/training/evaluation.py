@@ -14,6 +14,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from posjax.training.step_cache import StructuralStep
+
 
 def batched_apply(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
                   batch: int = 256) -> np.ndarray:
@@ -49,12 +51,29 @@ def predict_classes(model: nnx.Module, logits_fn: Callable[..., jax.Array],
     """Argmax class per example ``[n]`` of ``logits_fn(model, **arrays) -> [b, classes]``
     (deterministic mode is the caller's ``logits_fn``'s business), one compilation per shape."""
     graphdef, state = nnx.split(model)
+    run = _predictor(graphdef, logits_fn)
+    return batched_apply(lambda **kw: run(state, kw), arrays, batch=batch)
 
-    @jax.jit
-    def run(state, **kw):
-        return jnp.argmax(logits_fn(nnx.merge(graphdef, state), **kw), -1)
 
-    return batched_apply(lambda **kw: run(state, **kw), arrays, batch=batch)
+_PREDICTORS: dict[Any, Any] = {}
+
+
+def _predictor(graphdef, logits_fn):
+    """The argmax program of ``logits_fn``, shared (through the structural step cache) by every
+    model of the same computation, e.g. the members of an ensemble."""
+    def run(state, arrays):
+        return jnp.argmax(logits_fn(nnx.merge(graphdef, state), **arrays), -1)
+
+    try:
+        key = (graphdef, logits_fn)
+        hash(key)
+    except TypeError:
+        return StructuralStep(jax.jit(run))
+    if key not in _PREDICTORS:
+        if len(_PREDICTORS) >= 64:
+            _PREDICTORS.pop(next(iter(_PREDICTORS)))
+        _PREDICTORS[key] = StructuralStep(jax.jit(run))
+    return _PREDICTORS[key]
 
 
 def group_accuracy(predictions: np.ndarray, labels: np.ndarray,
