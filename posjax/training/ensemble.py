@@ -2,8 +2,9 @@
 
 ``train_ensemble(make_model, loss_fn, batches, config, members=[...])`` builds one model per
 member, stacks their state (parameters, fixed variables, optimiser state) along a new leading
-"member" axis and runs ``jax.vmap`` of the :func:`posjax.training.train` step over it, so M seeds
-of one cell cost one compiled program and one dispatch per step instead of M.
+"member" axis and runs the :func:`posjax.training.train` step over it (``jax.vmap``, or
+``jax.lax.map`` on CPU) inside one jitted step, so M seeds of one cell cost one compiled program
+and one dispatch per step instead of M.
 
 Members may differ in anything that leaves the program unchanged: initialisation (seed, init
 scale, table values), data order (one ``batches`` per member) and the scalar hyper-parameters
@@ -82,7 +83,28 @@ def _traced_config(config: TrainConfig, learning_rate: jax.Array, weight_decay: 
     return types.SimpleNamespace(**values)
 
 
-def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: int | None):
+def _over_members(fn: Callable, in_axes: tuple, vectorize: bool) -> Callable:
+    """``fn`` applied to every member: ``jax.vmap`` (one batched program), or ``jax.lax.map``
+    (the members one after another inside one compiled program; faster on XLA:CPU, whose
+    batched small matrix products are slower than a loop of plain ones)."""
+    if vectorize:
+        return jax.vmap(fn, in_axes=in_axes)
+    mapped = [i for i, ax in enumerate(in_axes) if ax == 0]
+
+    def over(*args):
+        def one(xs):
+            full = list(args)
+            for i, x in zip(mapped, xs):
+                full[i] = x
+            return fn(*full)
+
+        return jax.lax.map(one, tuple(args[i] for i in mapped))
+
+    return over
+
+
+def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: int | None,
+                   vectorize: bool):
     """The jitted step over stacked state ``(params, rest, opt_state, alive, batch, step, keys,
     learning_rates, weight_decays) -> (params, opt_state, alive, loss, metrics)``: the step of
     :func:`posjax.training.train` per member, with the member frozen (state kept, ``alive``
@@ -103,18 +125,21 @@ def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: i
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
         return keep(new_params, params), keep(new_opt, opt_state), ok, loss, metrics
 
-    return jax.jit(jax.vmap(member, in_axes=(0, 0, 0, 0, batch_axis, None, 0, 0, 0)))
+    in_axes = (0, 0, 0, 0, batch_axis, None, 0, 0, 0)
+    return jax.jit(_over_members(member, in_axes, vectorize))
 
 
 _ENSEMBLE_STEPS: dict[Any, Any] = {}
 
 
-def _cached_ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis):
+def _cached_ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis,
+                          vectorize: bool):
     optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
                                 keep_checkpoints=1, progress=False)
-    build = lambda: StructuralStep(_ensemble_step(graphdef, loss_fn, optim, batch_axis))
+    build = lambda: StructuralStep(_ensemble_step(graphdef, loss_fn, optim, batch_axis,
+                                                  vectorize))
     try:
-        key = (graphdef, loss_fn, optim, batch_axis)
+        key = (graphdef, loss_fn, optim, batch_axis, vectorize)
         hash(key)
     except TypeError:
         return build()
@@ -159,7 +184,7 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
                    out_dir: str | None = None, mesh: jax.sharding.Mesh | None = None,
                    eval_fn: Callable[[nnx.Module], Mapping[str, float]] | None = None,
                    run_config: Mapping[str, Any] | None = None,
-                   desc: str = "ensemble") -> EnsembleResult:
+                   desc: str = "ensemble", vectorize: bool | None = None) -> EnsembleResult:
     """Train one model per member in a single jitted, vmapped step.
 
     Args:
@@ -178,6 +203,10 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
       eval_fn: ``model -> metrics`` for each member, every ``eval_every`` steps and at the end.
       run_config: extra configuration recorded in ``config.json``.
       desc: progress-bar label.
+      vectorize: True: ``jax.vmap`` over members (one batched program; the default on GPU/TPU);
+        False: ``jax.lax.map`` over members inside the one compiled step (the default on CPU,
+        where XLA's batched small matrix products are slower than a loop of plain ones, see
+        ``benchmarks/ensemble.py``). Both give each member the updates of ``train``.
 
     Returns:
       An :class:`EnsembleResult`. On SIGTERM/Ctrl-C a checkpoint is saved and KeyboardInterrupt
@@ -212,7 +241,10 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     keys = jnp.stack([jax.random.key_data(jax.random.key(c.seed)) for c in configs])
     lrs = jnp.asarray([c.learning_rate for c in configs], jnp.float32)
     wds = jnp.asarray([c.weight_decay for c in configs], jnp.float32)
-    step_fn = _cached_ensemble_step(graphdef, loss_fn, config, 0 if per_member else None)
+    if vectorize is None:
+        vectorize = jax.default_backend() != "cpu"
+    step_fn = _cached_ensemble_step(graphdef, loss_fn, config, 0 if per_member else None,
+                                    bool(vectorize))
     schedule = make_schedule(config)
 
     if mesh is not None:

@@ -74,6 +74,16 @@ def test_each_member_equals_its_solo_run(ensemble, solo):
     assert max(np.abs(x - y).max() for x, y in zip(a, b)) > 1e-2
 
 
+def test_vmapped_members_equal_their_solo_runs(solo):
+    # the batched (vmap) program, the default on accelerators; the fixture above used the
+    # default of this machine's backend
+    result = train_ensemble(make_model, classification_loss, member_batches(), CONFIG,
+                            members=MEMBERS, vectorize=True)
+    for model, ref in zip(result.models, solo):
+        got = _params(model)
+        assert max(np.abs(a - b).max() for a, b in zip(got, ref)) <= 1e-5
+
+
 def test_resume_after_interrupt_is_bit_identical(ensemble, tmp_path):
     batches = member_batches()
 
