@@ -11,8 +11,8 @@ __all__ = ["ArrayBatches", "Checkpointer", "TrainConfig", "TrainResult", "Traini
 from posjax.training.ensemble import EnsembleResult, train_ensemble  # noqa: E402
 
 __all__ += ["EnsembleResult", "train_ensemble"]
-from posjax.training.evaluation import (batched_apply, group_accuracy, lm_exact_match,  # noqa: E402
-                                        masked_lm_loss, predict_classes)
+from posjax.training.evaluation import (apply_batched, batched_apply, group_accuracy,  # noqa: E402
+                                        lm_exact_match, masked_lm_loss, predict_classes)
 
-__all__ += ["batched_apply", "group_accuracy", "lm_exact_match", "masked_lm_loss",
-            "predict_classes"]
+__all__ += ["apply_batched", "batched_apply", "group_accuracy", "lm_exact_match",
+            "masked_lm_loss", "predict_classes"]

@@ -46,34 +46,49 @@ def batched_apply(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
     return np.concatenate(out)
 
 
-def predict_classes(model: nnx.Module, logits_fn: Callable[..., jax.Array],
-                    arrays: Mapping[str, np.ndarray], *, batch: int = 512) -> np.ndarray:
-    """Argmax class per example ``[n]`` of ``logits_fn(model, **arrays) -> [b, classes]``
-    (deterministic mode is the caller's ``logits_fn``'s business), one compilation per shape."""
+def apply_batched(model: nnx.Module, fn: Callable[..., jax.Array],
+                  arrays: Mapping[str, np.ndarray], *, batch: int = 256) -> np.ndarray:
+    """``fn(model, **arrays) -> [b, ...]`` over fixed-size batches, concatenated ``[n, ...]``.
+
+    The jitted program is shared, through the structural step cache, by every model of the same
+    computation (e.g. all members of an ensemble): evaluating M such models compiles once.
+    """
     graphdef, state = nnx.split(model)
-    run = _predictor(graphdef, logits_fn)
+    run = _program(graphdef, fn)
     return batched_apply(lambda **kw: run(state, kw), arrays, batch=batch)
 
 
-_PREDICTORS: dict[Any, Any] = {}
+_ARGMAX: dict[Any, Callable] = {}
 
 
-def _predictor(graphdef, logits_fn):
-    """The argmax program of ``logits_fn``, shared (through the structural step cache) by every
-    model of the same computation, e.g. the members of an ensemble."""
+def predict_classes(model: nnx.Module, logits_fn: Callable[..., jax.Array],
+                    arrays: Mapping[str, np.ndarray], *, batch: int = 512) -> np.ndarray:
+    """Argmax class per example ``[n]`` of ``logits_fn(model, **arrays) -> [b, classes]``
+    (deterministic mode is the caller's ``logits_fn``'s business); see :func:`apply_batched`."""
+    if logits_fn not in _ARGMAX:
+        _ARGMAX[logits_fn] = lambda m, **kw: jnp.argmax(logits_fn(m, **kw), -1)
+    return apply_batched(model, _ARGMAX[logits_fn], arrays, batch=batch)
+
+
+_PROGRAMS: dict[Any, Any] = {}
+
+
+def _program(graphdef, fn):
+    """``(state, arrays) -> fn(merge(graphdef, state), **arrays)``, jitted and shared through the
+    structural step cache."""
     def run(state, arrays):
-        return jnp.argmax(logits_fn(nnx.merge(graphdef, state), **arrays), -1)
+        return fn(nnx.merge(graphdef, state), **arrays)
 
     try:
-        key = (graphdef, logits_fn)
+        key = (graphdef, fn)
         hash(key)
     except TypeError:
         return StructuralStep(jax.jit(run))
-    if key not in _PREDICTORS:
-        if len(_PREDICTORS) >= 64:
-            _PREDICTORS.pop(next(iter(_PREDICTORS)))
-        _PREDICTORS[key] = StructuralStep(jax.jit(run))
-    return _PREDICTORS[key]
+    if key not in _PROGRAMS:
+        if len(_PROGRAMS) >= 64:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = StructuralStep(jax.jit(run))
+    return _PROGRAMS[key]
 
 
 def group_accuracy(predictions: np.ndarray, labels: np.ndarray,
