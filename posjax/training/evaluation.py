@@ -134,13 +134,11 @@ def lm_exact_match(model: nnx.Module, tokens: np.ndarray, loss_mask: np.ndarray,
     prefix, in one causal forward pass. For a causal model this equals greedy-decoding exact
     match of the masked span: greedy reproduces the span exactly when each of its tokens is the
     argmax after the gold (= so far generated) prefix."""
-    graphdef, state = nnx.split(model)
+    return apply_batched(model, _exact_match, {"tokens": tokens, "loss_mask": loss_mask},
+                         batch=batch)
 
-    @jax.jit
-    def run(state, tokens, loss_mask):
-        logits = nnx.merge(graphdef, state)(tokens)[:, :-1]
-        ok = (jnp.argmax(logits, -1) == tokens[:, 1:]) | ~loss_mask[:, 1:].astype(bool)
-        return ok.all(-1)
 
-    return batched_apply(lambda **kw: run(state, **kw),
-                         {"tokens": tokens, "loss_mask": loss_mask}, batch=batch)
+def _exact_match(model, tokens, loss_mask):
+    logits = model(tokens)[:, :-1]
+    ok = (jnp.argmax(logits, -1) == tokens[:, 1:]) | ~loss_mask[:, 1:].astype(bool)
+    return ok.all(-1)
