@@ -24,9 +24,14 @@
 #      bf16 and in float32; benchmarks.step_profile)                  -> step_profile.json
 #   6. if the budget allows, step 4 with XLA attention (GPU_CHECK_XLA_PES, default none alibi)
 #                                                                     -> training_xla.json
+#   6b. ensemble vs sequential training of 8 seeds (benchmarks.ensemble)  -> ensemble/ensemble.json
+#   6c. the `gpu` preset of every experiment (GPU_CHECK_EXPERIMENTS, default all five; each
+#      capped at GPU_CHECK_EXPERIMENT_S, default 480 s; with the default budget they run only when
+#      the earlier steps are skipped, e.g. GPU_CHECK_SKIP=geometry,training,profile,xla, or with a
+#      larger GPU_CHECK_BUDGET_S)                      -> experiments/<name>/{results.json,report.md}
 #   7. summary.json: exit status and seconds of every step.
 # GPU_CHECK_SKIP=geometry,training,... skips steps by the first word of their name (pytest,
-# geometry, training, xla, profile).
+# geometry, training, xla, profile, ensemble, experiment).
 # Without a CUDA-enabled JAX the script writes summary.json with "status": "no_cuda_jax" and exits
 # with status 3 instead of failing half-way. Dry run of the plumbing on a CPU machine:
 #   GPU_CHECK_ALLOW_CPU=1 GPU_CHECK_SMALL=1 bash benchmarks/gpu_check.sh
@@ -218,6 +223,32 @@ for kind, pattern in (("training", "training_[!x]*"), ("training_xla", "training
                  if r.get("torch_tokens_per_s") else "-")
               + (f"  MFU {100 * mfu:.1f}%" if mfu else ""))
 EOF
+
+# --- 6b. ensemble training vs sequential runs (8 seeds of the Latin-square model) ---------------
+if [ -n "${GPU_CHECK_SMALL:-}" ]; then ENS="--quick --steps 10"; else ENS=""; fi
+# shellcheck disable=SC2086
+TAIL=12 step ensemble 90 "$RES/ensemble.log" "$PY" -m benchmarks.ensemble $ENS --out "$RES/ensemble"
+
+# --- 6c. the gpu preset of each experiment -----------------------------------------------------
+EXPERIMENTS="${GPU_CHECK_EXPERIMENTS-init_sweep network_simulation additive_vs_multiplicative length_generalization stress_table}"
+for exp in $EXPERIMENTS; do
+  if [ -n "${GPU_CHECK_SMALL:-}" ]; then
+    case $exp in  # plumbing only: the quick preset, one seed, a few steps
+      init_sweep) EXTRA="--set max_steps=2 sigmas=0.1 fixed_pes=sin2d n_per_condition=12";;
+      network_simulation) EXTRA="--set steps=2 sigmas=0.1 sim_steps=400";;
+      additive_vs_multiplicative) EXTRA="--set steps=2 pes=rope count_pes= sweep_k=";;
+      length_generalization) EXTRA="--set steps=2 pes=none n_train=64 per_length=2";;
+      *) EXTRA="--set steps=2 encodings=none,rope";;
+    esac
+    PRESET="--preset quick --seeds 2 $EXTRA"
+  else
+    PRESET="--preset gpu"
+  fi
+  [ "$exp" = stress_table ] && PRESET="--dataset synthetic $PRESET"
+  # shellcheck disable=SC2086
+  TAIL=8 step "experiment_$exp" "${GPU_CHECK_EXPERIMENT_S:-480}" "$RES/experiment_$exp.log" \
+    "$PY" -m "experiments.$exp" $PRESET --out "$RES/experiments/$exp"
+done
 
 # --- 7. summary ---------------------------------------------------------------------------------
 ok=ok

@@ -3,13 +3,16 @@ results.json / report.md writing, tables, and one-line CLI errors."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
 import platform
 import sys
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+import types
+import typing
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -56,11 +59,20 @@ class CellStore:
         return os.path.join(self.dir, f"{digest}.json")
 
     def get(self, key: Mapping[str, Any]) -> Any | None:
+        """The stored value of ``key``; None when absent. A corrupted cell file (truncated,
+        not JSON, no value) is named on stderr, removed and reported as absent, so the cell is
+        recomputed."""
         path = self._path(key)
         if not os.path.exists(path):
             return None
-        with open(path) as f:
-            return json.load(f)["value"]
+        try:
+            with open(path) as f:
+                return json.load(f)["value"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+            print(f"corrupted cell file {path} ({type(e).__name__}: {e}); recomputing the cell "
+                  f"{json.dumps(jsonable(key), sort_keys=True)}", file=sys.stderr, flush=True)
+            os.remove(path)
+            return None
 
     def put(self, key: Mapping[str, Any], value: Any) -> Any:
         write_json(self._path(key), {"key": key, "value": value, "time": time.time()})
@@ -87,6 +99,54 @@ def fmt_mean_std(values: Iterable[float], scale: float = 1.0, digits: int = 1) -
     return f"{m * scale:.{digits}f} ± {s * scale:.{digits}f}"
 
 
+def mean_ci(values: Iterable[float], level: float = 0.95) -> dict[str, Any]:
+    """Mean and two-sided Student-t confidence interval over seeds.
+
+    Returns ``{"mean", "lo", "hi", "half", "n", "values"}``; with one value the interval is
+    unbounded (``half`` = inf), with none everything is NaN.
+    """
+    from scipy import stats
+
+    arr = np.asarray([v for v in values if v is not None], float)
+    n = int(arr.size)
+    if n == 0:
+        nan = float("nan")
+        return {"mean": nan, "lo": nan, "hi": nan, "half": nan, "n": 0, "values": []}
+    mean = float(arr.mean())
+    half = (float(stats.t.ppf(0.5 + level / 2, n - 1) * arr.std(ddof=1) / np.sqrt(n))
+            if n > 1 else float("inf"))
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "half": half, "n": n,
+            "values": arr.tolist()}
+
+
+def fmt_ci(ci: Mapping[str, Any], scale: float = 1.0, digits: int = 1) -> str:
+    """``"mean ± half"`` of a :func:`mean_ci` result (``n/a`` when empty)."""
+    if not ci["n"]:
+        return "n/a"
+    half = "∞" if not np.isfinite(ci["half"]) else f"{ci['half'] * scale:.{digits}f}"
+    return f"{ci['mean'] * scale:.{digits}f} ± {half}"
+
+
+VERDICTS = ("reproduced", "not reproduced", "inconclusive at this scale")
+
+
+def verdict(ci: Mapping[str, Any], threshold: float = 0.0) -> str:
+    """The verdict on a claim "the statistic exceeds ``threshold``", decided by its 95 % CI:
+    reproduced when the whole interval lies above, not reproduced when it lies at or below,
+    inconclusive when it straddles the threshold (or has fewer than 2 seeds)."""
+    if ci["n"] < 2 or not np.isfinite(ci["half"]):
+        return VERDICTS[2]
+    if ci["lo"] > threshold:
+        return VERDICTS[0]
+    if ci["hi"] <= threshold:
+        return VERDICTS[1]
+    return VERDICTS[2]
+
+
+CI_METHOD = ("mean ± half-width of the two-sided 95 % Student-t interval over seeds "
+             "(t_{0.975, n-1} · sd / √n, sd with n-1 degrees of freedom)")
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub-markdown table (floats with 4 significant digits)."""
     def cell(v):
@@ -99,13 +159,134 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
-def base_parser(description: str, *, default_out: str) -> argparse.ArgumentParser:
-    """An argument parser with the common ``--quick``, ``--out`` and ``--seeds`` flags."""
+# --- one experiment pattern: a frozen config dataclass, named presets, typed --set --------------
+PRESETS = ("quick", "gpu", "paper")
+C = TypeVar("C")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(text: str, tp: Any) -> Any:
+    """``text`` as a value of the annotated type ``tp`` (ValueError when it is not one)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if text.strip().lower() in ("none", "null") and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(text, arg)
+            except ValueError as e:
+                errors.append(str(e))
+        raise ValueError("; ".join(errors))
+    if origin is typing.Literal:
+        for arg in args:
+            if str(arg) == text:
+                return arg
+        raise ValueError(f"expected one of {list(args)}")
+    if origin in (tuple, list):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(t, args[0]) for t in items)
+        if origin is tuple and args:
+            if len(items) != len(args):
+                raise ValueError(f"expected {len(args)} comma-separated values")
+            return tuple(_convert(t, a) for t, a in zip(items, args))
+        return origin(items)
+    if tp is bool:
+        low = text.strip().lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ValueError("expected true or false")
+    if tp is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError("expected an integer") from None
+    if tp is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("expected a number") from None
+    if tp is str:
+        return text
+    if tp is Any:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+    raise ValueError(f"cannot parse a {_type_name(tp)} from the command line")
+
+
+def parse_set(cls: type, items: Sequence[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` as typed overrides of the fields of the dataclass ``cls``.
+
+    Values are converted by each field's annotation: ``int``, ``float``, ``bool``
+    (true/false), ``str``, ``X | None`` (``none``), ``tuple[X, ...]`` (comma-separated),
+    ``Literal``. An unknown key or an unconvertible value is a one-line ValueError listing
+    the valid keys.
+    """
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    valid = f"valid keys: {', '.join(names)}"
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ValueError(f"--set expects key=value, got {item!r}; {valid}")
+        if key not in names:
+            raise ValueError(f"--set: unknown key {key!r}; {valid}")
+        try:
+            out[key] = _convert(text, hints[key])
+        except ValueError as e:
+            raise ValueError(f"--set {key}={text!r}: {e} ({_type_name(hints[key])}); "
+                             f"{valid}") from None
+    return out
+
+
+def experiment_parser(description: str, *, default_out: str) -> argparse.ArgumentParser:
+    """The arguments every experiment shares: ``--preset quick|gpu|paper`` (default paper;
+    ``--quick`` is ``--preset quick``), ``--set key=value ...``, ``--seeds N``, ``--out``.
+    Scripts add their own flags to the returned parser."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--quick", action="store_true", help="small configuration for a 2-core CPU")
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help="configuration: quick (2-core CPU, <= 10 min), gpu (one H200, "
+                        "<= 8 min), paper (the paper's configuration; default)")
+    p.add_argument("--quick", action="store_true", help="alias of --preset quick")
+    p.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                   help="override fields of the preset's configuration, e.g. --set steps=500")
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default: preset's)")
     p.add_argument("--out", default=default_out, help="output directory (default: %(default)s)")
-    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default: per mode)")
     return p
+
+
+def preset_name(args: argparse.Namespace) -> str:
+    if args.quick and args.preset not in (None, "quick"):
+        raise ValueError(f"--quick conflicts with --preset {args.preset}")
+    return "quick" if args.quick else (args.preset or "paper")
+
+
+def resolve_config(args: argparse.Namespace, presets: Mapping[str, C]) -> C:
+    """The preset chosen by ``args`` with its ``--set`` overrides and ``--seeds`` applied (the
+    config dataclass must have an int field ``seeds``). Validation errors of the dataclass
+    (``__post_init__``) surface as one-line CLI errors through :func:`run_cli`."""
+    base = presets[preset_name(args)]
+    changes = parse_set(type(base), args.set)
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        changes["seeds"] = args.seeds
+    return dataclasses.replace(base, **changes)
+
+
+base_parser = experiment_parser  # the shared flags, for scripts outside the five experiments
 
 
 def run_cli(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None = None) -> None:

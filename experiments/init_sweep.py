@@ -1,25 +1,30 @@
 """σ sweep of the learned-PE initialisation on the Latin Square Task (arXiv 2406.08272).
 
-    python -m experiments.init_sweep [--quick] [--out DIR] [--seeds N] [--optimizer adam|sgd]
+    python -m experiments.init_sweep [--preset quick|gpu|paper] [--seeds N] [--out DIR]
+        [--set key=value ...]     (e.g. --set optimizer=sgd learning_rate=0.03 sigmas=0.1,1.0)
 
 Trains the Paper B model (post-LN encoder, 1 head, the PE re-added at every block with its own
 table, read-out from the last token) with a learned PE initialised N(0, σ²) for each σ, and with
-fixed PEs (none, 1-D sinusoid, 2-D sinusoid, axial 2-D RoPE, fixed random). Reports train /
-test / OOD accuracy (per complexity level), the similarity of the learned tables to the 2-D
-sinusoid ground truth (RSM cosine, Spearman, Procrustes R²), and plots. One cell per (PE, seed),
-stored as soon as it finishes, so an interrupted run resumes where it stopped.
+fixed PEs (none, 1-D sinusoid, 2-D sinusoid, axial 2-D RoPE, fixed random). Every σ and seed of
+the learned PE is one member of a single ensemble (σ only changes the initialisation, so they
+share one compiled step, :func:`posjax.training.train_ensemble`); each fixed PE is an ensemble of
+seeds. Reports train / test / OOD accuracy (per complexity level) and the similarity of the learned
+tables to the 2-D sinusoid ground truth (RSM cosine, Spearman, Procrustes R²) as mean ± 95 % CI
+over seeds, the claims with verdicts decided by the CIs, and plots. One cell per ensemble, stored
+when it finishes; an interrupted ensemble resumes from its checkpoint.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CellStore, base_parser, markdown_table, mean_std,
-                                run_cli, versions, write_json)
+from experiments.common import (CI_METHOD, CellStore, experiment_parser, fmt_ci, markdown_table,
+                                mean_ci, resolve_config, run_cli, verdict, versions, write_json)
 
 COMPANION_SEEDS = (2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195,
                    6914, 29)
@@ -30,53 +35,86 @@ FIXED_PES = {  # label -> (registry name, options); grid_width is added for the 
     "rope2d_axial": ("rope2d_axial", {}),
     "random_fixed": ("random_fixed", {}),
 }
-REFERENCE = {  # companion replication (ljhearne/LSTNN_public) (test / val = human puzzles), mean %
+REFERENCE = {  # companion replication of arXiv 2406.08272 (test / human-puzzle val), mean %
     "sin2d": (98.51, 97.65), 0.1: (96.99, 92.47), 0.2: (98.61, 95.56), 0.5: (98.64, 94.63),
     1.0: (98.07, 89.38), 2.0: (84.66, 37.72)}
 
 
 @dataclasses.dataclass(frozen=True)
-class SweepOptions:
-    """Every setting of the sweep (recorded in results.json)."""
+class SweepConfig:
+    """Every setting of the sweep (recorded in results.json).
+
+    ``seeds`` is a count: the first ``seeds`` companion seeds (then 1000, 1001, ...).
+    """
 
     sigmas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.2, 1.5, 1.8, 2.0)
     fixed_pes: tuple[str, ...] = tuple(FIXED_PES)
-    seeds: tuple[int, ...] = COMPANION_SEEDS
+    seeds: int = 15
     data_seed: int = 0
     n_per_condition: int = 3000
-    # model (arXiv 2406.08272)
+    # model (arXiv 2406.08272, Sec. 3 and the companion code)
     d_model: int = 160
     num_layers: int = 4
     num_heads: int = 1
     mlp_ratio: int = 4
     post_ln: bool = True
     mlp_trailing_gelu: bool = True
-    readout: str = "last"               # docs/interpretations.md: "last" (companion), "query", "mean"
+    readout: str = "last"               # "last" (companion), "query", "mean"
     pe_every_layer: bool = True
     grid_width: int = 4
-    random_fixed_std: float = 1.0       # docs/interpretations.md: std of the fixed random table
-    rope_base: float = 10000.0          # docs/interpretations.md: base of axial 2-D RoPE
-    # training (arXiv 2406.08272)
+    random_fixed_std: float = 1.0       # std of the fixed random table
+    rope_base: float = 10000.0          # base of axial 2-D RoPE
+    # training
     optimizer: str = "adam"             # AdamW with weight decay 0 == Adam
     learning_rate: float = 1e-4
     batch_size: int = 128
     epochs: int = 4000
-    max_steps: int | None = None        # replaces epochs when set (quick runs)
+    max_steps: int | None = None        # replaces epochs when set
+
+    def __post_init__(self):
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if not self.sigmas and not self.fixed_pes:
+            raise ValueError("nothing to run: sigmas and fixed_pes are both empty")
+        if any(s <= 0 for s in self.sigmas):
+            raise ValueError(f"every σ must be positive, got {self.sigmas}")
+        unknown = set(self.fixed_pes) - set(FIXED_PES)
+        if unknown:
+            raise ValueError(f"unknown fixed PE(s) {sorted(unknown)}; choose from {list(FIXED_PES)}")
+        if self.optimizer not in ("adam", "adamw", "sgd"):
+            raise ValueError(f"optimizer must be adam, adamw or sgd, got {self.optimizer!r}")
+        if self.readout not in ("last", "query", "mean"):
+            raise ValueError(f"readout must be last, query or mean, got {self.readout!r}")
+        if self.d_model % 4:
+            raise ValueError(f"d_model must be divisible by 4 for the 2-D PEs, got {self.d_model}")
+        if self.n_per_condition < 10:
+            raise ValueError(f"n_per_condition must be >= 10, got {self.n_per_condition}")
+        if self.max_steps is not None and self.max_steps <= 0:
+            raise ValueError(f"max_steps must be positive, got {self.max_steps}")
+
+    @property
+    def seed_values(self) -> tuple[int, ...]:
+        extra = tuple(range(1000, 1000 + max(self.seeds - len(COMPANION_SEEDS), 0)))
+        return (COMPANION_SEEDS + extra)[:self.seeds]
 
     def steps(self, train_size: int) -> int:
         return self.max_steps or self.epochs * (train_size // self.batch_size)
 
 
-def quick_options(optimizer: str) -> SweepOptions:
-    """A CPU-sized sweep (2 cores, < 5 min): small model, few steps, one seed."""
-    return SweepOptions(sigmas=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0), seeds=(COMPANION_SEEDS[0],),
-                        n_per_condition=800, d_model=32, num_layers=2, batch_size=64,
-                        learning_rate=3e-3 if optimizer != "sgd" else 3e-2, max_steps=300,
-                        optimizer=optimizer)
+PRESETS = {
+    # 2-core CPU: small model, 5 seeds of every cell in ensembles
+    "quick": SweepConfig(sigmas=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0), seeds=5, n_per_condition=800,
+                         d_model=32, num_layers=2, batch_size=64, learning_rate=3e-3,
+                         max_steps=600),
+    # one H200 in <= 8 min: the paper's model and grid, 8 seeds, 4,000 steps (~63 epochs)
+    "gpu": SweepConfig(seeds=8, max_steps=4000),
+    # the paper's configuration: 15 companion seeds, 4,000 epochs
+    "paper": SweepConfig(),
+}
 
 
 # ------------------------------------------------------------------------------------------
-def pe_spec(label: str, opts: SweepOptions) -> tuple[str, dict[str, Any]]:
+def pe_spec(label: str, opts: SweepConfig) -> tuple[str, dict[str, Any]]:
     """Registry name and options of a sweep label ("learned_s0.2", "sin2d", ...)."""
     if label.startswith("learned_s"):
         return "learned", {"init": "normal", "std": float(label[len("learned_s"):])}
@@ -91,7 +129,7 @@ def pe_spec(label: str, opts: SweepOptions) -> tuple[str, dict[str, Any]]:
     return name, extra
 
 
-def build_model(label: str, opts: SweepOptions, seed: int):
+def build_model(label: str, opts: SweepConfig, seed: int):
     from flax import nnx
 
     from posjax.models import Classifier, TransformerConfig
@@ -132,44 +170,6 @@ def pe_tables(model, positions) -> np.ndarray | None:
         return None
 
 
-_STEPS: dict[Any, Any] = {}
-
-
-def train_cell(model, data: dict[str, np.ndarray], opts: SweepOptions, seed: int, loss_fn) -> dict:
-    """Train ``model`` in place with a jitted step cached per model structure (cells that share
-    an architecture, e.g. every σ, compile once). Returns the loss curve."""
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-
-    from posjax.training import ArrayBatches, TrainConfig, make_optimizer
-    from posjax.training.loop import make_train_step
-
-    tcfg = TrainConfig(steps=opts.steps(len(next(iter(data.values())))),
-                       batch_size=opts.batch_size, optimizer=opts.optimizer,
-                       learning_rate=opts.learning_rate, seed=seed, progress=False)
-    tx = make_optimizer(tcfg)
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    # graphdefs hold unhashable options; cells with the same PE family share one structure
-    key = (type(model.transformer.pe).__name__, opts.optimizer, opts.learning_rate, id(loss_fn))
-    if key not in _STEPS:
-        _STEPS[key] = make_train_step(graphdef, loss_fn, tx, 0)
-    step_fn = _STEPS[key]
-    opt_state = tx.init(params)
-    batches = ArrayBatches(data, opts.batch_size, seed=seed)
-    curve = []
-    for step in range(tcfg.steps):
-        batch = jax.tree.map(jnp.asarray, batches(step))
-        params, opt_state, loss, _, finite = step_fn(params, rest, opt_state, batch,
-                                                     jnp.asarray(step, jnp.int32))
-        if (step + 1) % max(tcfg.steps // 20, 1) == 0 or step + 1 == tcfg.steps:
-            curve.append([step + 1, float(loss)])
-            if not bool(finite):
-                raise FloatingPointError(f"non-finite loss at step {step}")
-    nnx.update(model, params)
-    return {"steps": tcfg.steps, "loss_curve": curve}
-
-
 _LOSSES: dict[str, Any] = {}
 
 
@@ -198,107 +198,165 @@ def model_arrays(puzzles: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "positions": np.broadcast_to(positions, (len(features), len(positions))).copy()}
 
 
-def predict(model, named: dict[str, dict[str, np.ndarray]], readout: str, batch: int = 512
-            ) -> dict[str, np.ndarray]:
-    """Predicted classes per split; one jitted function (fixed, padded batch) for all splits."""
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
+_LOGITS: dict[str, Any] = {}
 
-    graphdef, state = nnx.split(model)
 
-    @jax.jit
-    def run(state, features, positions):
-        return jnp.argmax(logits_of(nnx.merge(graphdef, state), features, positions, readout), -1)
-
-    out = {}
-    for name, arrays in named.items():
-        x = arrays["features"]
-        preds = []
-        for i in range(0, len(x), batch):
-            chunk = x[i:i + batch]
-            pad = np.zeros((batch - len(chunk),) + x.shape[1:], x.dtype)
-            pred = run(state, jnp.asarray(np.concatenate([chunk, pad])),
-                       jnp.asarray(arrays["positions"][0]))
-            preds.append(np.asarray(pred)[:len(chunk)])
-        out[name] = np.concatenate(preds)
-    return out
+def logits_fn(readout: str):
+    """``(model, features, positions) -> logits`` for :func:`posjax.training.predict_classes`."""
+    if readout not in _LOGITS:
+        _LOGITS[readout] = lambda model, features, positions: logits_of(
+            model, features, positions[0], readout)
+    return _LOGITS[readout]
 
 
 def accuracies(pred: np.ndarray, puzzles: dict[str, np.ndarray]) -> dict[str, float]:
-    hit = pred == puzzles["answer"] - 1
-    out = {"all": float(hit.mean())}
-    for lv, name in ((1, "binary"), (2, "ternary"), (3, "quaternary")):
-        sel = puzzles["complexity"] == lv
-        out[name] = float(hit[sel].mean()) if sel.any() else float("nan")
+    """Accuracy overall and per complexity level (binary / ternary / quaternary)."""
+    from posjax.training import group_accuracy
+
+    acc = group_accuracy(pred, puzzles["answer"] - 1, puzzles["complexity"])
+    return {"all": acc["all"], **{name: acc.get(str(lv), float("nan")) for lv, name in
+                                  ((1, "binary"), (2, "ternary"), (3, "quaternary"))}}
+
+
+def groups(cfg: SweepConfig) -> dict[str, list[str]]:
+    """Ensembles: every learned σ together (σ only changes the init), each fixed PE alone."""
+    out = {"learned": [f"learned_s{s:g}" for s in cfg.sigmas]} if cfg.sigmas else {}
+    out.update({label: [label] for label in cfg.fixed_pes})
     return out
 
 
-def run_cell(label: str, seed: int, splits: dict, opts: SweepOptions, out_dir: str) -> dict:
-    """Train and evaluate one (PE, seed) cell."""
+def run_group(name: str, labels: Sequence[str], splits: dict, cfg: SweepConfig,
+              out_dir: str) -> list[dict]:
+    """Train one ensemble (labels x seeds) and evaluate every member."""
     import jax.numpy as jnp
 
     from posjax.analysis.similarity import pe_similarity
     from posjax.encodings.grid2d import sinusoidal_2d
+    from posjax.training import ArrayBatches, TrainConfig, predict_classes, train_ensemble
 
     t0 = time.perf_counter()
-    model = build_model(label, opts, seed)
-    positions = jnp.arange(opts.grid_width ** 2)
-    init_tables = pe_tables(model, positions)
-    onehots = jnp.eye(5)[:4]
-    content = float(np.linalg.norm(np.asarray(model.transformer.embed(onehots)), axis=1).mean())
-    pe_norm = (float(np.linalg.norm(init_tables[0], axis=1).mean())
-               if init_tables is not None else 0.0)
     train = model_arrays(splits["train"])
-    fit = train_cell(model, train, opts, seed, make_loss(opts.readout))
-    result = {"label": label, "seed": seed, "pe": pe_spec(label, opts)[0],
-              "pe_options": pe_spec(label, opts)[1],
-              "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
-              "init_pe_norm": pe_norm, "init_content_norm": content,
-              "init_pe_content_ratio": pe_norm / content, **fit}
-    preds = predict(model, {k: model_arrays(splits[k]) for k in ("train", "test", "ood")},
-                    opts.readout)
-    for split in ("train", "test", "ood"):
-        result[split] = accuracies(preds[split], splits[split])
-    tables = pe_tables(model, positions)
-    if tables is not None and np.ptp(tables) > 0:
-        gt = np.asarray(sinusoidal_2d(opts.grid_width, opts.grid_width, opts.d_model))
-        sim = pe_similarity(tables, gt)
-        result["similarity"] = sim
-        result["similarity_init"] = pe_similarity(init_tables, gt)
-        os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
-        np.save(os.path.join(out_dir, "tables", f"{label}_seed{seed}.npy"), tables)
-    result["seconds"] = time.perf_counter() - t0
-    return result
+    members = [{"label": label, "seed": seed} for label in labels for seed in cfg.seed_values]
+    steps = cfg.steps(len(train["labels"]))
+    tcfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, optimizer=cfg.optimizer,
+                       learning_rate=cfg.learning_rate, log_every=max(steps // 20, 1),
+                       checkpoint_every=max(steps // 4, 1), progress=False)
+    batches = [ArrayBatches(train, cfg.batch_size, seed=m["seed"]) for m in members]
+    make = lambda m: build_model(m["label"], cfg, m["seed"])
+    positions = jnp.arange(cfg.grid_width ** 2)
+    init_models = [make(m) for m in members]
+    init_tables = [pe_tables(model, positions) for model in init_models]
+    run_dir = os.path.join(out_dir, "train", name)
+    result = train_ensemble(make, make_loss(cfg.readout), batches, tcfg,
+                            members=[{"seed": m["seed"], "label": m["label"]} for m in members],
+                            out_dir=run_dir, run_config={"sweep": cfg, "group": name})
+    curves = [[] for _ in members]
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for row in map(json.loads, f):
+            if "loss" in row and isinstance(row["loss"], list):
+                for i, v in enumerate(row["loss"]):
+                    curves[i].append([row["step"], v])
+    named = {k: model_arrays(splits[k]) for k in ("train", "test", "ood")}
+    gt = np.asarray(sinusoidal_2d(cfg.grid_width, cfg.grid_width, cfg.d_model))
+    onehots = jnp.eye(5)[:4]
+    cells = []
+    for i, (m, model) in enumerate(zip(members, result.models)):
+        label, seed = m["label"], m["seed"]
+        content = float(np.linalg.norm(np.asarray(init_models[i].transformer.embed(onehots)),
+                                       axis=1).mean())
+        pe_norm = (float(np.linalg.norm(init_tables[i][0], axis=1).mean())
+                   if init_tables[i] is not None else 0.0)
+        name_, options = pe_spec(label, cfg)
+        cell = {"label": label, "seed": seed, "pe": name_, "pe_options": options,
+                "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
+                "init_pe_norm": pe_norm, "init_content_norm": content,
+                "init_pe_content_ratio": pe_norm / content, "steps": steps,
+                "loss_curve": curves[i], "diverged_at": result.diverged.get(i)}
+        for split, arrays in named.items():
+            inputs = {k: arrays[k] for k in ("features", "positions")}
+            pred = predict_classes(model, logits_fn(cfg.readout), inputs, batch=512)
+            cell[split] = accuracies(pred, splits[split])
+        tables = pe_tables(model, positions)
+        if tables is not None and np.ptp(tables) > 0:
+            cell["similarity"] = pe_similarity(tables, gt)
+            cell["similarity_init"] = pe_similarity(init_tables[i], gt)
+            os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
+            np.save(os.path.join(out_dir, "tables", f"{label}_seed{seed}.npy"), tables)
+        cells.append(cell)
+    seconds = time.perf_counter() - t0
+    for c in cells:
+        c["group_seconds"] = seconds
+    return cells
 
 
 # ------------------------------------------------------------------------------------------
 def summarise(cells: list[dict], labels: Sequence[str]) -> list[dict]:
+    """Per label: mean ± 95 % CI over seeds of every accuracy and similarity."""
     rows = []
     for label in labels:
-        cs = [c for c in cells if c["label"] == label]
+        cs = sorted((c for c in cells if c["label"] == label), key=lambda c: c["seed"])
         if not cs:
             continue
-        row = {"label": label, "n": len(cs), "sigma": cs[0]["sigma"]}
+        row = {"label": label, "n": len(cs), "sigma": cs[0]["sigma"],
+               "seeds": [c["seed"] for c in cs]}
         for split in ("train", "test", "ood"):
             for k in ("all", "binary", "ternary", "quaternary"):
-                row[f"{split}_{k}"] = mean_std(c[split][k] for c in cs)
+                row[f"{split}_{k}"] = mean_ci(c[split][k] for c in cs)
         for k in ("rsm_cosine", "spearman", "procrustes_r2"):
-            vals = [c["similarity"][k] for c in cs if "similarity" in c]
-            row[k] = mean_std(vals) if vals else (float("nan"), float("nan"))
-            vals0 = [c["similarity_init"][k] for c in cs if "similarity_init" in c]
-            row[f"init_{k}"] = mean_std(vals0) if vals0 else (float("nan"), float("nan"))
-        row["pe_content_ratio"] = mean_std(c["init_pe_content_ratio"] for c in cs)
+            row[k] = mean_ci(c["similarity"][k] for c in cs if "similarity" in c)
+            row[f"init_{k}"] = mean_ci(c["similarity_init"][k] for c in cs
+                                       if "similarity_init" in c)
+        row["pe_content_ratio"] = mean_ci(c["init_pe_content_ratio"] for c in cs)
         rows.append(row)
     return rows
 
 
-def _pm(ms, scale=100.0, digits=1):
-    m, s = ms
-    return "n/a" if np.isnan(m) else f"{m * scale:.{digits}f} ± {s * scale:.{digits}f}"
+def _paired(cells: list[dict], a: str, b: str, get) -> dict[str, Any]:
+    """CI of the per-seed difference get(a) - get(b) (seeds present in both)."""
+    by = {(c["label"], c["seed"]): c for c in cells}
+    seeds = sorted({s for (l, s) in by if l == a} & {s for (l, s) in by if l == b})
+    return mean_ci(get(by[(a, s)]) - get(by[(b, s)]) for s in seeds)
 
 
-def make_plots(cells: list[dict], rows: list[dict], opts: SweepOptions, out_dir: str) -> list[str]:
+def claims(cells: list[dict], cfg: SweepConfig) -> list[dict]:
+    """The paper's claims, each a statistic with a threshold fixed in advance and a verdict
+    decided by its 95 % CI over seeds."""
+    out = []
+    sig = sorted(cfg.sigmas)
+    if len(sig) >= 2:
+        small = 0.2 if 0.2 in sig else sig[0]
+        lo, hi = f"learned_s{small:g}", f"learned_s{sig[-1]:g}"
+        ood = lambda c: c["ood"]["all"]
+        d = _paired(cells, lo, hi, ood)
+        out.append({"claim": f"small init generalises better: OOD accuracy σ={small:g} − "
+                             f"σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
+                    "verdict": verdict(d, 0.0)})
+        spear = lambda c: c["similarity"]["spearman"]
+        d = _paired(cells, lo, hi, spear)
+        out.append({"claim": f"small init learns a more interpretable PE: Spearman(RSM, 2-D "
+                             f"truth) σ={small:g} − σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
+                    "verdict": verdict(d, 0.0)})
+        tr = mean_ci(c["train"]["all"] for c in cells if c["label"] == hi)
+        out.append({"claim": f"every σ fits the training set: train accuracy at σ={sig[-1]:g} "
+                             "> 99 %", "ci": tr, "threshold": 0.99, "verdict": verdict(tr, 0.99)})
+        v = mean_ci(c["ood"]["all"] for c in cells if c["label"] == lo)
+        out.append({"claim": f"σ={small:g} reaches the companion's 95.6 % on held-out puzzles: "
+                             "OOD accuracy > 95.6 %", "ci": v, "threshold": 0.956,
+                    "verdict": verdict(v, 0.956)})
+    if sig and "sin2d" in cfg.fixed_pes:
+        small = 0.2 if 0.2 in sig else sig[0]
+        d = _paired(cells, f"learned_s{small:g}", "sin2d", lambda c: c["ood"]["all"])
+        out.append({"claim": f"a learned small-norm PE beats the fixed ground-truth sinusoid: OOD "
+                             f"σ={small:g} − sin2d > 0", "ci": d, "threshold": 0.0,
+                    "verdict": verdict(d, 0.0)})
+    return out
+
+
+def _pm(ci, scale=100.0, digits=1):
+    return fmt_ci(ci, scale, digits)
+
+
+def make_plots(cells: list[dict], rows: list[dict], opts: SweepConfig, out_dir: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -313,15 +371,17 @@ def make_plots(cells: list[dict], rows: list[dict], opts: SweepOptions, out_dir:
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         for key, name in (("rsm_cosine", "RSM cosine"), ("spearman", "Spearman"),
                           ("procrustes_r2", "Procrustes R²")):
-            axes[0].errorbar(sig, [r[key][0] for r in learned], [r[key][1] for r in learned],
+            axes[0].errorbar(sig, [r[key]["mean"] for r in learned],
+                             [r[key]["half"] for r in learned],
                              marker="o", label=name, capsize=2)
-        axes[0].plot(sig, [r["init_rsm_cosine"][0] for r in learned], "k:", label="RSM cosine at init")
+        axes[0].plot(sig, [r["init_rsm_cosine"]["mean"] for r in learned], "k:", label="RSM cosine at init")
         axes[0].set(xscale="log", xlabel="σ (learned PE init std)", ylabel="similarity to 2-D sinusoid",
                     title="similarity to ground truth vs σ")
         axes[0].legend(fontsize=7)
         for split, style in (("train", "s-"), ("test", "o-"), ("ood", "^-")):
-            axes[1].errorbar(sig, [100 * r[f"{split}_all"][0] for r in learned],
-                             [100 * r[f"{split}_all"][1] for r in learned], fmt=style, label=split,
+            axes[1].errorbar(sig, [100 * r[f"{split}_all"]["mean"] for r in learned],
+                             [100 * r[f"{split}_all"]["half"] for r in learned], fmt=style,
+                             label=split,
                              capsize=2)
         axes[1].set(xscale="log", xlabel="σ", ylabel="accuracy (%)", title="LST accuracy vs σ")
         axes[1].legend(fontsize=7)
@@ -369,35 +429,41 @@ def make_plots(cells: list[dict], rows: list[dict], opts: SweepOptions, out_dir:
     return files
 
 
-def write_report(rows: list[dict], opts: SweepOptions, meta: dict, out_dir: str) -> str:
+def write_report(rows: list[dict], found: list[dict], cfg: SweepConfig, meta: dict,
+                 out_dir: str) -> str:
     headers = ["PE", "seeds", "train %", "test %", "OOD %", "OOD B / T / Q %", "RSM cos",
                "Spearman", "Procrustes R²", "PE/content norm at init"]
     table = []
     for r in rows:
-        bq = " / ".join(f"{100 * r[f'ood_{k}'][0]:.0f}" for k in ("binary", "ternary", "quaternary"))
+        bq = " / ".join(f"{100 * r[f'ood_{k}']['mean']:.0f}"
+                        for k in ("binary", "ternary", "quaternary"))
         table.append([r["label"].replace("learned_s", "learned σ="), r["n"], _pm(r["train_all"]),
                       _pm(r["test_all"]), _pm(r["ood_all"]), bq, _pm(r["rsm_cosine"], 1, 3),
                       _pm(r["spearman"], 1, 3), _pm(r["procrustes_r2"], 1, 3),
-                      f"{r['pe_content_ratio'][0]:.2f}"])
+                      f"{r['pe_content_ratio']['mean']:.2f}"])
+    claim_rows = [[c["claim"], fmt_ci(c["ci"], 100 if abs(c["threshold"]) < 1 and "Spearman"
+                                      not in c["claim"] else 1, 3 if "Spearman" in c["claim"]
+                                      else 1), c["ci"]["n"], c["verdict"]] for c in found]
     ref_rows = [[("learned σ=" + str(k)) if isinstance(k, float) else k, f"{v[0]:.2f}",
                  f"{v[1]:.2f}"] for k, v in REFERENCE.items()]
     text = [
         "# σ sweep of the learned-PE init on the Latin Square Task (arXiv 2406.08272)", "",
-        f"Mode: {'quick (CPU-sized: small model, few steps; direction of the effect only)' if meta['quick'] else 'full'}."
-        f" Optimizer {opts.optimizer}, lr {opts.learning_rate}, batch {opts.batch_size}, "
-        f"d={opts.d_model}, {opts.num_layers} layers, {opts.num_heads} head(s), readout "
-        f"'{opts.readout}', {meta['steps']} steps. Seeds: {list(opts.seeds)}.",
+        f"Preset: {meta['preset']}. Optimizer {cfg.optimizer}, lr {cfg.learning_rate}, batch "
+        f"{cfg.batch_size}, d={cfg.d_model}, {cfg.num_layers} layers, {cfg.num_heads} head(s), "
+        f"readout '{cfg.readout}', {meta['steps']} steps. Seeds: {list(cfg.seed_values)}.",
         f"Data: {meta['sizes']} (train/test/OOD); the OOD set is a generated stand-in for the 108 "
         "human-study puzzles (not available offline): 12 unique puzzles per condition x 3 "
         "rotations, and every generated puzzle is at Jaccard distance >= "
         f"{meta['lst_options']['jaccard_min']} ({meta['lst_options']['jaccard_encoding']}) from it.",
-        "", markdown_table(headers, table), "",
+        f"Uncertainty: {CI_METHOD}.", "",
+        markdown_table(headers, table), "",
         "Similarity: learned per-layer tables vs the 2-D sinusoid (mean over layers); fixed "
         "tables are scored too (sin2d = 1 by construction). OOD B/T/Q = binary / ternary / "
-        "quaternary.", "",
-        "## Reference (companion replication, ljhearne/LSTNN_public; 15 seeds, 4,000 epochs) — test / "
-        "human-puzzle val accuracy %", "",
-        markdown_table(["PE", "test", "val"], ref_rows), "",
+        "quaternary (means).", "",
+        "## Claims (differences are paired by seed; % points unless a Spearman difference)", "",
+        markdown_table(["claim", "mean ± 95 % CI", "seeds", "verdict"], claim_rows), "",
+        "## Reference (companion replication; 15 seeds, 4,000 epochs): test / human-puzzle val %",
+        "", markdown_table(["PE", "test", "val"], ref_rows), "",
         "Every σ reaches 100 % train accuracy there; val falls monotonically for σ > ~0.5.", "",
         "Plots: sigma_sweep.png, accuracy_vs_similarity.png, learned_grids.png.",
     ]
@@ -408,76 +474,41 @@ def write_report(rows: list[dict], opts: SweepOptions, meta: dict, out_dir: str)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from tqdm.auto import tqdm
-
     from posjax.data.latin_square import LSTOptions, make_splits
 
-    p = base_parser(__doc__.splitlines()[0], default_out="runs/init_sweep")
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    p.add_argument("--lr", type=float, default=None, help="learning rate override")
-    p.add_argument("--steps", type=int, default=None, help="max_steps override (replaces epochs)")
-    p.add_argument("--sigmas", type=str, default=None, help="comma-separated σ values")
-    p.add_argument("--pes", type=str, default=None, help="comma-separated fixed PEs ('' for none)")
-    p.add_argument("--n-per-condition", type=int, default=None, help="generated puzzles per level")
+    p = experiment_parser(__doc__.splitlines()[0], default_out="runs/init_sweep")
     args = p.parse_args(argv)
-    opts = quick_options(args.optimizer) if args.quick else SweepOptions(
-        optimizer=args.optimizer, learning_rate=1e-4 if args.optimizer == "adam" else 1e-2)
-    changes: dict[str, Any] = {}
-    if args.lr is not None:
-        changes["learning_rate"] = args.lr
-    if args.steps is not None:
-        if args.steps <= 0:
-            raise ValueError(f"--steps must be positive, got {args.steps}")
-        changes["max_steps"] = args.steps
-    if args.n_per_condition is not None:
-        if args.n_per_condition < 10:
-            raise ValueError(f"--n-per-condition must be >= 10, got {args.n_per_condition}")
-        changes["n_per_condition"] = args.n_per_condition
-    if args.sigmas is not None:
-        changes["sigmas"] = tuple(float(s) for s in args.sigmas.split(",") if s)
-    if args.pes is not None:
-        changes["fixed_pes"] = tuple(s for s in args.pes.split(",") if s)
-        unknown = set(changes["fixed_pes"]) - set(FIXED_PES)
-        if unknown:
-            raise ValueError(f"unknown fixed PE(s) {sorted(unknown)}; choose from {list(FIXED_PES)}")
-    if args.seeds is not None:
-        if args.seeds <= 0:
-            raise ValueError(f"--seeds must be positive, got {args.seeds}")
-        changes["seeds"] = tuple((COMPANION_SEEDS * (args.seeds // 15 + 1))[:args.seeds])
-        if args.seeds > 15:
-            changes["seeds"] = COMPANION_SEEDS + tuple(range(1000, 1000 + args.seeds - 15))
-    if any(s <= 0 for s in changes.get("sigmas", opts.sigmas)):
-        raise ValueError("every σ must be positive")
-    opts = dataclasses.replace(opts, **changes)
-    if opts.d_model % 4:
-        raise ValueError(f"d_model must be divisible by 4 for the 2-D PEs, got {opts.d_model}")
-
+    cfg = resolve_config(args, PRESETS)
     t0 = time.perf_counter()
-    lst = LSTOptions(n_per_condition=opts.n_per_condition)
-    splits = make_splits(lst, seed=opts.data_seed)
+    lst = LSTOptions(n_per_condition=cfg.n_per_condition)
+    splits = make_splits(lst, seed=cfg.data_seed)
     data_seconds = time.perf_counter() - t0
-    store = CellStore(args.out, {"sweep": opts, "lst": lst, "quick": args.quick})
-    labels = [f"learned_s{s:g}" for s in opts.sigmas] + list(opts.fixed_pes)
-    cells = []
-    grid = [(label, seed) for seed in opts.seeds for label in labels]
-    for label, seed in tqdm(grid, desc="init_sweep cells"):
-        cells.append(store.compute({"label": label, "seed": seed},
-                                   lambda: run_cell(label, seed, splits, opts, args.out)))
+    store = CellStore(args.out, {"sweep": cfg, "lst": lst})
+    cells: list[dict] = []
+    for name, labels in groups(cfg).items():
+        print(f"init_sweep: ensemble {name} ({len(labels)} x {cfg.seeds} members)", flush=True)
+        cells += store.compute({"group": name, "labels": labels},
+                               lambda: run_group(name, labels, splits, cfg, args.out))
+    labels = [label for ls in groups(cfg).values() for label in ls]
     rows = summarise(cells, labels)
+    found = claims(cells, cfg)
     sizes = "/".join(str(len(splits[k]["answer"])) for k in ("train", "test", "ood"))
-    meta = {"quick": args.quick, "steps": cells[0]["steps"], "sizes": sizes,
-            "lst_options": dataclasses.asdict(lst)}
-    plots = make_plots(cells, rows, opts, args.out)
-    report = write_report(rows, opts, meta, args.out)
+    meta = {"preset": "quick" if args.quick else (args.preset or "paper"),
+            "steps": cells[0]["steps"], "sizes": sizes, "lst_options": dataclasses.asdict(lst)}
+    plots = make_plots(cells, rows, cfg, args.out)
+    report = write_report(rows, found, cfg, meta, args.out)
     write_json(os.path.join(args.out, "results.json"), {
-        "experiment": "init_sweep", "paper": "arXiv 2406.08272", "options": opts,
-        "lst_options": lst, "data_seed": opts.data_seed, "quick": args.quick,
-        "summary": rows, "cells": cells, "versions": versions(), "plots": plots,
+        "experiment": "init_sweep", "paper": "arXiv 2406.08272", "config": cfg,
+        "preset": meta["preset"], "lst_options": lst, "data_seed": cfg.data_seed,
+        "seeds": list(cfg.seed_values), "ci_method": CI_METHOD, "summary": rows,
+        "claims": found, "cells": cells, "versions": versions(), "plots": plots,
         "data_seconds": data_seconds, "wall_seconds": time.perf_counter() - t0,
         "notes": {"ood_set": "generated stand-in for the 108 human puzzles",
                   "model_init": "flax nnx default Linear init (not PyTorch's); the PE tables are "
                                 "exact N(0, σ²) draws",
-                  "readout": opts.readout, "rope_rows": "corrected (no cross-batch attention)"}})
+                  "training": "every σ x seed of the learned PE trained as one ensemble "
+                              "(posjax.training.train_ensemble); each fixed PE one ensemble",
+                  "readout": cfg.readout, "rope_rows": "corrected (no cross-batch attention)"}})
     print(open(report).read())
 
 

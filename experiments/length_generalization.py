@@ -6,12 +6,17 @@ Length Generalization in Transformers", arXiv 2305.19466): decoder-only, causal,
 ``<bos> input <sep> target <eos>`` with instance lengths l in [1, L] (loss on the target tokens and
 ``<eos>`` only) and tested by exact match of the whole target for l in [1, 4L].
 
-    python -m experiments.length_generalization [--quick] [--out DIR] [--seeds N]
-                                                [--tasks copy,...] [--pes none,rope,...]
+    python -m experiments.length_generalization [--preset quick|gpu|paper] [--seeds N] [--out DIR]
+        [--set key=value ...]    (e.g. --set tasks=copy,reverse pes=none,rope,alibi steps=2000;
+                                  a ~107M model: --set num_layers=12 d_model=768 num_heads=12
+                                  d_ff=3072)
 
-Writes ``DIR/results.json`` (every option, interpretation, seed and version), ``DIR/report.md``,
-``DIR/curves_<task>.png`` and one resumable cell per (task, PE, seed) under ``DIR/cells``; the
-training checkpoints under ``DIR/train`` make an interrupted cell resume where it stopped.
+The seeds of one (task, PE) train together as one ensemble (:func:`posjax.training.train_ensemble`;
+each seed has its own training data, init and order). Writes ``DIR/results.json`` (every option,
+interpretation, seed and version), ``DIR/report.md``, ``DIR/curves_<task>.png`` and one resumable
+cell per (task, PE) under ``DIR/cells``; the training checkpoints under ``DIR/train`` make an
+interrupted ensemble resume where it stopped. Accuracies are mean ± 95 % CI over seeds and the
+NoPE verdict is decided by the CI of a per-seed difference.
 
 Evaluation: greedy decoding with exact match is computed as "every target token (and ``<eos>``)
 is the argmax given the gold prefix" in one causal forward pass -- identical to greedy exact match
@@ -33,12 +38,12 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 from experiments._length_generalization_report import (REFERENCE_PES, ROPE_SCALINGS,  # noqa: F401 (re-exported)
-                                    summarise, write_outputs)
-from experiments.common import CellStore, base_parser, run_cli, versions, write_json
+                                    nope_claim, summarise, write_outputs)
+from experiments.common import (CellStore, experiment_parser, resolve_config, run_cli, versions,
+                                write_json)
 from posjax.data import algorithmic as alg
 
 DEFAULT_OUT = "runs/length_generalization"
@@ -103,7 +108,7 @@ class LGConfig:
     addition_digit_order: str = "msb_first"
     parity_scratchpad: str = "none"
     eval_method: str = "teacher_forced_argmax (== greedy exact match; greedy cross-check)"
-    mode: str = "full"
+    seeds: int = 3
 
     def __post_init__(self):
         choices = {"unseen_rows": ("init",), "rope_scaling_mode": ("test_time", "train_and_test"),
@@ -113,13 +118,30 @@ class LGConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.train_max_length < 1 or self.test_factor < 1:
             raise ValueError("train_max_length and test_factor must be >= 1")
+        if self.seeds < 1 or self.steps < 1:
+            raise ValueError(f"seeds and steps must be >= 1, got {self.seeds}, {self.steps}")
+        from posjax import encodings
+
+        for t in self.tasks:
+            if t not in alg.TASKS:
+                raise ValueError(f"unknown task {t!r}; tasks: {', '.join(alg.TASKS)}")
+        known = set(encodings.names())
+        for p in self.pes:
+            if p not in known:
+                raise ValueError(f"unknown PE {p!r}; registered: {', '.join(sorted(known))}")
 
 
 QUICK = dict(tasks=("copy",), pes=QUICK_PES, train_max_length=8, n_train=4000, per_length=32,
              steps=500, batch_size=64, learning_rate=3e-3, warmup_steps=50, num_layers=2,
              d_model=64, num_heads=4, d_ff=128, eval_batch=512, greedy_check_per_length=1,
-             greedy_check_pes=("none", "rope", "alibi"), mode="quick")
-PAPER_SIZE = dict(num_layers=12, d_model=768, num_heads=12, d_ff=3072)
+             greedy_check_pes=("none", "rope", "alibi"), seeds=3)
+PRESETS = {
+    "quick": LGConfig(**QUICK),
+    # one H200 in <= 8 min: copy and reverse, the reference PEs, the paper-sized decoder
+    "gpu": LGConfig(tasks=("copy", "reverse"), pes=("none", "learned", "sinusoidal", "rope",
+                                                    "alibi", "t5"), steps=3000, seeds=3),
+    "paper": LGConfig(),
+}
 
 
 # --- widths, model, PE options ---------------------------------------------------------------
@@ -161,47 +183,7 @@ def model_config(cfg: LGConfig, pe: str, options: dict[str, Any], max_len: int):
                              pre_norm=True, dropout=0.0)
 
 
-# --- loss, evaluation, decoding --------------------------------------------------------------
-def lm_loss(model, batch, key):
-    """Next-token cross-entropy on the target tokens (``loss_mask``) only."""
-    tokens = batch["tokens"]
-    logits = model(tokens, deterministic=False, rngs=nnx.Rngs(dropout=key))[:, :-1]
-    targets, mask = tokens[:, 1:], batch["loss_mask"][:, 1:].astype(jnp.float32)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-    loss = (ce * mask).sum() / jnp.maximum(mask.sum(), 1.0)
-    hits = (jnp.argmax(logits, -1) == targets).astype(jnp.float32) * mask
-    return loss, {"token_accuracy": hits.sum() / jnp.maximum(mask.sum(), 1.0)}
-
-
-def teacher_forced_exact(model, tokens: np.ndarray, loss_mask: np.ndarray, *,
-                         batch: int = 256) -> np.ndarray:
-    """Exact match per instance ``[n]``: every masked next token is the argmax (one pass)."""
-    graphdef, state = nnx.split(model)
-
-    @jax.jit
-    def run(state, tok, mask):
-        logits = nnx.merge(graphdef, state)(tok)[:, :-1]
-        ok = (jnp.argmax(logits, -1) == tok[:, 1:]) | ~mask[:, 1:]
-        return ok.all(-1)
-
-    return _batched(lambda t, m: run(state, t, m), tokens, loss_mask, batch)
-
-
-def _batched(fn, tokens: np.ndarray, mask: np.ndarray, batch: int) -> np.ndarray:
-    """Apply ``fn`` to fixed-size batches (the last one padded, so one compilation)."""
-    n = len(tokens)
-    batch = min(batch, n)
-    out = []
-    for start in range(0, n, batch):
-        t, m = tokens[start:start + batch], mask[start:start + batch]
-        short = batch - len(t)
-        if short:
-            t = np.concatenate([t, np.repeat(t[:1], short, 0)])
-            m = np.concatenate([m, np.repeat(m[:1], short, 0)])
-        out.append(np.asarray(fn(jnp.asarray(t), jnp.asarray(m)))[: batch - short])
-    return np.concatenate(out)
-
-
+# --- decoding (cross-check of the teacher-forced exact match) ----------------------------------
 def greedy_decode(model, tokens: np.ndarray, prefix_len: np.ndarray, steps: int) -> np.ndarray:
     """Greedy decoding, jitted and fixed-shape: ``[n, steps]`` generated tokens.
 
@@ -248,48 +230,57 @@ def _seeds(task: str, seed: int, cfg: LGConfig) -> dict[str, int]:
             "init_seed": seed, "shuffle_seed": seed}
 
 
-def train_model(task: str, pe: str, seed: int, cfg: LGConfig, out_dir: str):
-    """Train (or resume) the model of one cell; returns ``(model, info)``."""
+def train_models(task: str, pe: str, cfg: LGConfig, out_dir: str) -> list[tuple[Any, dict]]:
+    """Train (or resume) every seed of one (task, PE) as one ensemble; ``[(model, info)]``."""
     from posjax.models import LanguageModel
-    from posjax.training import ArrayBatches, TrainConfig, train
+    from posjax.training import ArrayBatches, TrainConfig, masked_lm_loss, train_ensemble
 
     train_w, test_w = widths(cfg, task)
-    seeds = _seeds(task, seed, cfg)
-    lengths = alg.train_lengths(cfg.n_train, cfg.train_max_length, seed=seeds["data_seed"])
-    data = alg.make_dataset(task, lengths, seed=seeds["data_seed"], width=train_w,
-                            **task_options(cfg))
+    seeds = [_seeds(task, seed, cfg) for seed in range(cfg.seeds)]
     options = pe_options(pe, cfg, train_w, test_w)
     mcfg = model_config(cfg, pe, options, test_w)
-    model = LanguageModel(mcfg, rngs=nnx.Rngs(seeds["init_seed"]))
+    batches = []
+    for sd in seeds:
+        lengths = alg.train_lengths(cfg.n_train, cfg.train_max_length, seed=sd["data_seed"])
+        data = alg.make_dataset(task, lengths, seed=sd["data_seed"], width=train_w,
+                                **task_options(cfg))
+        batches.append(ArrayBatches({"tokens": data["tokens"], "loss_mask": data["loss_mask"]},
+                                    cfg.batch_size, seed=sd["shuffle_seed"]))
     tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, optimizer="adamw",
                        learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
                        schedule="cosine", warmup_steps=cfg.warmup_steps, grad_clip=cfg.grad_clip,
-                       seed=seeds["shuffle_seed"], log_every=max(cfg.steps // 10, 1),
-                       progress=True)
-    batches = ArrayBatches({"tokens": data["tokens"], "loss_mask": data["loss_mask"]},
-                           cfg.batch_size, seed=seeds["shuffle_seed"])
-    run_dir = os.path.join(out_dir, "train", f"{task}-{pe}-s{seed}")
-    result = train(model, lm_loss, batches, tcfg, out_dir=run_dir,
-                   run_config={"model": mcfg.to_dict(), "task": task, **seeds,
-                               "task_options": task_options(cfg)},
-                   desc=f"{task}/{pe}/s{seed}")
-    info = {"loss": result.metrics.get("loss"),
-            "token_accuracy": result.metrics.get("token_accuracy"),
-            "train_seconds": round(result.seconds, 2), "resumed_from": result.resumed_from,
-            "pe_options": options, "train_width": train_w, "test_width": test_w, **seeds}
-    return model, info
+                       log_every=max(cfg.steps // 10, 1),
+                       checkpoint_every=max(cfg.steps // 4, 1), progress=True)
+    members = [{"seed": sd["shuffle_seed"], "init_seed": sd["init_seed"]} for sd in seeds]
+    result = train_ensemble(lambda m: LanguageModel(mcfg, rngs=nnx.Rngs(m["init_seed"])),
+                            masked_lm_loss, batches, tcfg, members=members,
+                            out_dir=os.path.join(out_dir, "train", f"{task}-{pe}"),
+                            run_config={"model": mcfg.to_dict(), "task": task, "seeds": seeds,
+                                        "task_options": task_options(cfg)},
+                            desc=f"{task}/{pe}")
+    out = []
+    for i, (model, sd) in enumerate(zip(result.models, seeds)):
+        info = {"loss": result.metrics[i].get("loss"),
+                "token_accuracy": result.metrics[i].get("token_accuracy"),
+                "train_seconds": round(result.seconds, 2), "resumed_from": result.resumed_from,
+                "diverged_at": result.diverged.get(i), "pe_options": options,
+                "train_width": train_w, "test_width": test_w, **sd}
+        out.append((model, info))
+    return out
 
 
 def evaluate_model(model, task: str, seed: int, cfg: LGConfig, *, greedy: bool = True
                    ) -> dict[str, Any]:
     """Per-length exact match on fresh test instances, plus the greedy cross-check."""
+    from posjax.training import lm_exact_match
+
     _, test_w = widths(cfg, task)
     seeds = _seeds(task, seed, cfg)
     lengths = np.arange(1, cfg.test_factor * cfg.train_max_length + 1)
     data = alg.make_dataset(task, alg.eval_lengths(lengths, cfg.per_length),
                             seed=seeds["test_seed"], width=test_w, **task_options(cfg))
     t0 = time.perf_counter()
-    exact = teacher_forced_exact(model, data["tokens"], data["loss_mask"], batch=cfg.eval_batch)
+    exact = lm_exact_match(model, data["tokens"], data["loss_mask"], batch=cfg.eval_batch)
     per_length = {int(l): float(exact[data["length"] == l].mean()) for l in lengths}
     check = {"n": 0, "agree": 0}
     if greedy and cfg.greedy_check_per_length:
@@ -316,87 +307,59 @@ def scaled_rope(trained, pe: str, task: str, cfg: LGConfig):
     return model, options
 
 
-def run_cell(task: str, pe: str, seed: int, cfg: LGConfig, out_dir: str,
-             rope_cache: dict) -> dict[str, Any]:
+def run_cell(task: str, pe: str, cfg: LGConfig, out_dir: str, rope_cache: dict) -> list[dict]:
+    """Every seed of one (task, PE): train (or reuse the trained RoPE models for a test-time
+    scaling) and evaluate; one result dict per seed."""
     if pe in ROPE_SCALINGS and cfg.rope_scaling_mode == "test_time":
-        key = (task, seed)
-        if key not in rope_cache:  # resumes from the RoPE cell's final checkpoint
-            rope_cache[key] = train_model(task, "rope", seed, cfg, out_dir)
-        trained, info = rope_cache[key]
-        model, options = scaled_rope(trained, pe, task, cfg)
-        info = {**info, "pe_options": options, "trained_as": "rope"}
+        if task not in rope_cache:  # resumes from the RoPE ensemble's final checkpoint
+            rope_cache[task] = train_models(task, "rope", cfg, out_dir)
+        trained = []
+        for model, info in rope_cache[task]:
+            scaled, options = scaled_rope(model, pe, task, cfg)
+            trained.append((scaled, {**info, "pe_options": options, "trained_as": "rope"}))
     else:
-        model, info = train_model(task, pe, seed, cfg, out_dir)
+        trained = train_models(task, pe, cfg, out_dir)
         if pe == "rope":
-            rope_cache[(task, seed)] = (model, info)
+            rope_cache[task] = trained
     greedy = cfg.greedy_check_pes is None or pe in cfg.greedy_check_pes
-    return {**info, **evaluate_model(model, task, seed, cfg, greedy=greedy)}
-
-
-def build_config(args) -> LGConfig:
-    overrides: dict[str, Any] = dict(QUICK) if args.quick else {}
-    if args.paper_size:
-        overrides.update(PAPER_SIZE)
-    if args.tasks:
-        overrides["tasks"] = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
-    if args.pes:
-        overrides["pes"] = tuple(p.strip() for p in args.pes.split(",") if p.strip())
-    if args.steps is not None:
-        overrides["steps"] = args.steps
-    cfg = LGConfig(**overrides)
-    from posjax import encodings
-
-    for t in cfg.tasks:
-        if t not in alg.TASKS:
-            raise ValueError(f"unknown task {t!r}; tasks: {', '.join(alg.TASKS)}")
-    known = set(encodings.names())
-    for p in cfg.pes:
-        if p not in known:
-            raise ValueError(f"unknown PE {p!r}; registered: {', '.join(sorted(known))}")
-    if cfg.steps <= 0:
-        raise ValueError(f"--steps must be positive, got {cfg.steps}")
-    return cfg
+    return [{**info, **evaluate_model(model, task, seed, cfg, greedy=greedy)}
+            for seed, (model, info) in enumerate(trained)]
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = base_parser(__doc__.splitlines()[0], default_out=DEFAULT_OUT)
-    p.add_argument("--tasks", default=None, help="comma-separated tasks (default: per mode)")
-    p.add_argument("--pes", default=None, help="comma-separated PE names (default: per mode)")
-    p.add_argument("--steps", type=int, default=None, help="training steps (default: per mode)")
-    p.add_argument("--paper-size", action="store_true",
-                   help="12 layers, d=768, 12 heads (interpretation of '~107M')")
+    p = experiment_parser(__doc__.splitlines()[0], default_out=DEFAULT_OUT)
     args = p.parse_args(argv)
-    cfg = build_config(args)
-    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    results = run(cfg, seeds, args.out)
+    cfg = resolve_config(args, PRESETS)
+    results = run(cfg, args.out)
     print(open(os.path.join(args.out, "report.md")).read())
     return results
 
 
-def run(cfg: LGConfig, seeds: int, out: str) -> dict[str, Any]:
+def run(cfg: LGConfig, out: str) -> dict[str, Any]:
     """Run (or resume) every cell of ``cfg`` and write results.json, report.md and the curves."""
-    if seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {seeds}")
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
     options = dataclasses.asdict(cfg)
-    store = CellStore(out, options)
+    store = CellStore(out, {k: v for k, v in options.items() if k not in ("tasks", "pes")})
     cells: dict[tuple[str, str, int], dict] = {}
     rope_cache: dict = {}
-    todo = [(t, pe, s) for t in cfg.tasks for s in range(seeds) for pe in cfg.pes]
-    for task, pe, seed in tqdm(todo, desc="cells"):
-        cells[(task, pe, seed)] = store.compute(
-            {"task": task, "pe": pe, "seed": seed},
-            lambda: run_cell(task, pe, seed, cfg, out, rope_cache))
+    todo = [(t, pe) for t in cfg.tasks for pe in cfg.pes]
+    for task, pe in tqdm(todo, desc="cells"):
+        per_seed = store.compute({"task": task, "pe": pe},
+                                 lambda: run_cell(task, pe, cfg, out, rope_cache))
+        for seed, value in enumerate(per_seed):
+            cells[(task, pe, seed)] = value
     seconds = time.perf_counter() - t0
-    summary = summarise(cells, cfg, seeds)
-    results = {"experiment": "length_generalization", "config": options, "seeds": seeds,
-               "versions": versions(), "wall_seconds": round(seconds, 1),
+    summary = summarise(cells, cfg, cfg.seeds)
+    summary["nope_claim"] = nope_claim(summary)
+    results = {"experiment": "length_generalization", "config": options,
+               "seeds": list(range(cfg.seeds)), "versions": versions(),
+               "wall_seconds": round(seconds, 1),
                "cells": [{"task": t, "pe": pe, "seed": s, **v} for (t, pe, s), v in cells.items()],
                "summary": summary}
     write_json(os.path.join(out, "results.json"), results)
-    write_outputs(out, cfg, seeds, cells, summary, seconds)
+    write_outputs(out, cfg, cfg.seeds, cells, summary, seconds)
     return results
 
 

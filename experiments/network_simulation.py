@@ -1,14 +1,18 @@
 """Masked node prediction on a simulated network: does a learned PE recover the node layout?
 
-    python -m experiments.network_simulation [--quick] [--out DIR] [--seeds N] [--layout grid2d|modular]
+    python -m experiments.network_simulation [--preset quick|gpu|paper] [--seeds N] [--out DIR]
+        [--set key=value ...]        (e.g. --set layout=modular steps=2000)
 
-Stand-in for the resting-state fMRI experiment of arXiv 2406.08272 (docs/interpretations.md): tokens
+Stand-in for the resting-state fMRI experiment of arXiv 2406.08272 (interpretations in docs/interpretations.md): tokens
 are the nodes of a simulated nonlinear stochastic network with a known 2-D layout; 15 % of the
 nodes of each window are masked and their activity is regressed from the others (MSE). For each
 σ of the learned-PE init we report the masked-prediction R², and how the learned PE's similarity
 structure matches the true layout (negative distance), the functional connectivity (FC), the
 modules (modularity Q, segregation), Procrustes R² onto the 2-D coordinates, and the cross-seed
-Procrustes alignment of the learned tables. Resumable per (σ, seed) cell.
+Procrustes alignment of the learned tables, as mean ± 95 % CI over seeds, with the claims'
+verdicts decided by the CIs. Every σ x seed of the learned PE is one member of a single ensemble
+(:func:`posjax.training.train_ensemble`), each baseline an ensemble of seeds; one resumable cell
+per ensemble.
 """
 from __future__ import annotations
 
@@ -19,17 +23,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CellStore, base_parser, markdown_table, mean_std, run_cli,
-                                versions, write_json)
+from experiments.common import (CI_METHOD, CellStore, experiment_parser, fmt_ci, markdown_table,
+                                mean_ci, resolve_config, run_cli, verdict, versions, write_json)
 
 
 @dataclasses.dataclass(frozen=True)
-class NetOptions:
-    """Settings of the experiment (the simulation's own knobs are in ``NetworkSimOptions``)."""
+class NetConfig:
+    """Settings of the experiment (the simulation's other knobs keep the defaults of
+    ``NetworkSimOptions``). ``seeds`` is a count (seeds 0..seeds-1)."""
 
     sigmas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.2, 1.5, 1.8, 2.0)
     baselines: tuple[str, ...] = ("none",)
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: int = 5
+    layout: str = "grid2d"
+    sim_steps: int = 10_000
     sim_seed: int = 0
     mask_fraction: float = 0.15
     test_fraction: float = 0.2          # last fraction of the windows (in time) is the test set
@@ -46,10 +53,27 @@ class NetOptions:
     batch_size: int = 32
     steps: int = 20_000
 
+    def __post_init__(self):
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if any(s <= 0 for s in self.sigmas):
+            raise ValueError(f"every σ must be positive, got {self.sigmas}")
+        if self.layout not in ("grid2d", "modular"):
+            raise ValueError(f"layout must be grid2d or modular, got {self.layout!r}")
+        if self.steps <= 0 or self.sim_steps <= 0:
+            raise ValueError("steps and sim_steps must be positive")
+        if not 0 < self.mask_fraction < 1 or not 0 < self.test_fraction < 1:
+            raise ValueError("mask_fraction and test_fraction must be in (0, 1)")
 
-def quick_options() -> NetOptions:
-    return NetOptions(sigmas=(0.05, 0.2, 1.0, 2.0), seeds=(0, 1), d_model=32, num_layers=2,
-                      learning_rate=3e-3, steps=300, batch_size=32)
+
+PRESETS = {
+    # 2-core CPU: small model, 5 seeds in ensembles
+    "quick": NetConfig(sigmas=(0.05, 0.2, 1.0, 2.0), seeds=5, d_model=32, num_layers=2,
+                       learning_rate=3e-3, steps=600, batch_size=32, sim_steps=3000),
+    # one H200 in <= 8 min: the paper-sized model (d = 64, 4 layers) and grid, 5 seeds
+    "gpu": NetConfig(steps=5000),
+    "paper": NetConfig(),
+}
 
 
 class MaskedRegressor:
@@ -72,7 +96,7 @@ class MaskedRegressor:
         return _Model(cfg, out_dim, rngs=nnx.Rngs(seed))
 
 
-def build_model(label: str, opts: NetOptions, num_nodes: int, window: int, seed: int):
+def build_model(label: str, opts: NetConfig, num_nodes: int, window: int, seed: int):
     from posjax.models import TransformerConfig
 
     if label.startswith("learned_s"):
@@ -120,87 +144,71 @@ def make_loss(num_nodes: int, fraction: float):
     return _CACHE[key_]
 
 
+def _predict_masked(model, x, mask):
+    import jax.numpy as jnp
+
+    return model(masked_inputs(x, mask), jnp.arange(x.shape[1]))
+
+
 def r2_masked(model, x: np.ndarray, masks: np.ndarray, batch: int = 256) -> float:
     """R² of the masked-node prediction (1 - SSE / SST over masked entries)."""
-    import jax
+    from posjax.training import apply_batched
+
+    pred = apply_batched(model, _predict_masked, {"x": x, "mask": masks}, batch=batch)
+    m = masks[..., None]
+    return 1.0 - float((((pred - x) ** 2) * m).sum()) / float((((x - x.mean()) ** 2) * m).sum())
+
+
+def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: NetConfig,
+              out_dir: str) -> list[dict]:
+    """Train one ensemble (labels x seeds) and score every member."""
     import jax.numpy as jnp
-    from flax import nnx
-
-    graphdef, state = nnx.split(model)
-    n = x.shape[1]
-
-    @jax.jit
-    def run(state, xb, mb):
-        return nnx.merge(graphdef, state)(masked_inputs(xb, mb), jnp.arange(n))
-
-    sse = sst = 0.0
-    for i in range(0, len(x), batch):
-        xb, mb = x[i:i + batch], masks[i:i + batch]
-        pred = np.asarray(run(state, jnp.asarray(xb), jnp.asarray(mb)))
-        sse += float((((pred - xb) ** 2) * mb[..., None]).sum())
-        sst += float((((xb - x.mean()) ** 2) * mb[..., None]).sum())
-    return 1.0 - sse / sst
-
-
-def run_cell(label: str, seed: int, sim: dict, data: dict, opts: NetOptions, out_dir: str) -> dict:
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
 
     from posjax.analysis.similarity import (compare_rsms, cosine_rsm, layout_rsm, modularity,
                                             pe_vs_fc, procrustes, segregation)
-    from posjax.training import ArrayBatches, TrainConfig, make_optimizer
-    from posjax.training.loop import make_train_step
+    from posjax.training import ArrayBatches, TrainConfig, train_ensemble
 
     t0 = time.perf_counter()
     n, window = data["train"].shape[1], data["train"].shape[2]
-    model = build_model(label, opts, n, window, seed)
-    tcfg = TrainConfig(steps=opts.steps, batch_size=opts.batch_size, optimizer=opts.optimizer,
-                       learning_rate=opts.learning_rate, seed=seed, progress=False)
-    tx = make_optimizer(tcfg)
-    loss_fn = make_loss(n, opts.mask_fraction)
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    key = (label.startswith("learned"), label, opts.optimizer, opts.learning_rate)
-    key = key[:1] + key[2:] if key[0] else key
-    if key not in _CACHE:
-        _CACHE[key] = make_train_step(graphdef, loss_fn, tx, 0)
-    step_fn = _CACHE[key]
-    opt_state = tx.init(params)
-    batches = ArrayBatches({"x": data["train"]}, opts.batch_size, seed=seed)
-    base = jax.random.key(seed)
-    curve = []
-    for step in range(opts.steps):
-        params, opt_state, loss, _, _ = step_fn(params, rest, opt_state,
-                                                {"x": jnp.asarray(batches(step)["x"])},
-                                                jnp.asarray(step, jnp.int32))
-        if (step + 1) % max(opts.steps // 20, 1) == 0:
-            curve.append([step + 1, float(loss)])
-    del base
-    nnx.update(model, params)
-    result = {"label": label, "seed": seed, "loss_curve": curve,
-              "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
-              "r2_train": r2_masked(model, data["train"], data["train_masks"]),
-              "r2_test": r2_masked(model, data["test"], data["test_masks"])}
-    pes = model.transformer.pes
-    try:
-        tables = np.stack([np.asarray(pe.table(jnp.arange(n))) for pe in pes])
-    except ValueError:
-        tables = None
-    if tables is not None and np.ptp(tables) > 0:
-        lay = layout_rsm(sim["coords"])
-        per = [compare_rsms(cosine_rsm(t), lay) for t in tables]
-        result["pe_vs_layout"] = {k: float(np.mean([p[k] for p in per])) for k in per[0]}
-        result["pe_vs_fc"] = pe_vs_fc(tables, sim["fc"])
-        result["procrustes_r2_layout"] = float(np.mean([procrustes(t, sim["coords"])["r2"]
-                                                        for t in tables]))
-        result["modularity"] = float(np.mean([modularity(cosine_rsm(t), sim["modules"])
-                                              for t in tables]))
-        result["segregation"] = float(np.mean([segregation(cosine_rsm(t), sim["modules"])
-                                               for t in tables]))
-        os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
-        np.save(os.path.join(out_dir, "tables", f"{label}_seed{seed}.npy"), tables)
-    result["seconds"] = time.perf_counter() - t0
-    return result
+    members = [{"label": lab, "seed": s} for lab in labels for s in range(cfg.seeds)]
+    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, optimizer=cfg.optimizer,
+                       learning_rate=cfg.learning_rate, log_every=max(cfg.steps // 20, 1),
+                       checkpoint_every=max(cfg.steps // 4, 1), progress=False)
+    batches = [ArrayBatches({"x": data["train"]}, cfg.batch_size, seed=m["seed"])
+               for m in members]
+    result = train_ensemble(lambda m: build_model(m["label"], cfg, n, window, m["seed"]),
+                            make_loss(n, cfg.mask_fraction), batches, tcfg, members=members,
+                            out_dir=os.path.join(out_dir, "train", name),
+                            run_config={"net": cfg, "group": name})
+    cells = []
+    for i, (m, model) in enumerate(zip(members, result.models)):
+        label, seed = m["label"], m["seed"]
+        cell = {"label": label, "seed": seed, "final_loss": result.metrics[i].get("loss"),
+                "diverged_at": result.diverged.get(i),
+                "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
+                "r2_train": r2_masked(model, data["train"], data["train_masks"]),
+                "r2_test": r2_masked(model, data["test"], data["test_masks"])}
+        try:
+            tables = np.stack([np.asarray(pe.table(jnp.arange(n))) for pe in model.transformer.pes])
+        except ValueError:
+            tables = None
+        if tables is not None and np.ptp(tables) > 0:
+            lay = layout_rsm(sim["coords"])
+            per = [compare_rsms(cosine_rsm(t), lay) for t in tables]
+            cell["pe_vs_layout"] = {k: float(np.mean([p[k] for p in per])) for k in per[0]}
+            cell["pe_vs_fc"] = pe_vs_fc(tables, sim["fc"])
+            cell["procrustes_r2_layout"] = float(np.mean([procrustes(t, sim["coords"])["r2"]
+                                                          for t in tables]))
+            cell["modularity"] = float(np.mean([modularity(cosine_rsm(t), sim["modules"])
+                                                for t in tables]))
+            cell["segregation"] = float(np.mean([segregation(cosine_rsm(t), sim["modules"])
+                                                 for t in tables]))
+            os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
+            np.save(os.path.join(out_dir, "tables", f"{label}_seed{seed}.npy"), tables)
+        cells.append(cell)
+    for c in cells:
+        c["group_seconds"] = time.perf_counter() - t0
+    return cells
 
 
 def cross_seed_alignment(label: str, seeds: Sequence[int], out_dir: str) -> float | None:
@@ -235,12 +243,12 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
                       ("fc_spearman", "PE-RSM vs FC (Spearman)"),
                       ("procrustes_r2_layout", "Procrustes R² onto layout"),
                       ("segregation", "segregation"), ("cross_seed", "cross-seed Procrustes R²")):
-        ys = [r[key][0] for r in learned]
+        ys = [r[key] if key == "cross_seed" else r[key]["mean"] for r in learned]
         axes[0].plot(sig, ys, marker="o", label=name)
     axes[0].set(xscale="log", xlabel="σ", title="recovery of the ground truth vs σ")
     axes[0].legend(fontsize=7)
     for key, style in (("r2_train", "s-"), ("r2_test", "o-")):
-        axes[1].errorbar(sig, [r[key][0] for r in learned], [r[key][1] for r in learned],
+        axes[1].errorbar(sig, [r[key]["mean"] for r in learned], [r[key]["half"] for r in learned],
                          fmt=style, label=key, capsize=2)
     axes[1].set(xscale="log", xlabel="σ", ylabel="masked-node R²", title="prediction vs σ")
     axes[1].legend(fontsize=7)
@@ -250,7 +258,7 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
     plt.close(fig)
     files.append(path)
     show = [lab for lab in labels if os.path.exists(
-        os.path.join(out_dir, "tables", f"{lab}_seed{opts.seeds[0]}.npy"))]
+        os.path.join(out_dir, "tables", f"{lab}_seed0.npy"))]
     if show:
         fig, axes = plt.subplots(2, len(show) + 1, figsize=(2.4 * (len(show) + 1), 4.8),
                                  squeeze=False)
@@ -259,7 +267,7 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
         axes[1, 0].imshow(sim["fc"], cmap="RdBu_r", vmin=-1, vmax=1)
         axes[1, 0].set_title("FC", fontsize=8)
         for i, lab in enumerate(show, 1):
-            tab = np.load(os.path.join(out_dir, "tables", f"{lab}_seed{opts.seeds[0]}.npy"))[0]
+            tab = np.load(os.path.join(out_dir, "tables", f"{lab}_seed0.npy"))[0]
             xy = embedding_2d(tab, "pca")
             axes[0, i].scatter(*xy.T, c=sim["modules"], cmap="tab10", s=12)
             axes[0, i].set_title(f"{lab.replace('learned_s', 'σ=')} PE PCA", fontsize=8)
@@ -276,90 +284,115 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
     return files
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    from tqdm.auto import tqdm
+def claims(cells: list[dict], cfg: NetConfig) -> list[dict]:
+    """Claims with a threshold fixed in advance; verdicts decided by the 95 % CI over seeds."""
+    out = []
+    sig = sorted(cfg.sigmas)
+    if len(sig) >= 2:
+        lo, hi = f"learned_s{sig[0]:g}", f"learned_s{sig[-1]:g}"
+        by = {(c["label"], c["seed"]): c for c in cells}
+        seeds = sorted({s for (lab, s) in by if lab == lo} & {s for (lab, s) in by if lab == hi})
+        for key, name in (("spearman", "PE-RSM vs layout Spearman"),):
+            d = mean_ci(by[(lo, s)]["pe_vs_layout"][key] - by[(hi, s)]["pe_vs_layout"][key]
+                        for s in seeds)
+            out.append({"claim": f"small init recovers the layout better: {name} σ={sig[0]:g} − "
+                                 f"σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
+                        "verdict": verdict(d, 0.0)})
+        d = mean_ci(by[(lo, s)]["r2_test"] - by[(hi, s)]["r2_test"] for s in seeds)
+        out.append({"claim": f"small init predicts held-out activity better: R² test σ={sig[0]:g} "
+                             f"− σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
+                    "verdict": verdict(d, 0.0)})
+        v = mean_ci(by[(lo, s)]["pe_vs_layout"]["spearman"] for s in seeds)
+        out.append({"claim": f"the learned PE (σ={sig[0]:g}) mirrors the layout: PE-RSM vs layout "
+                             "Spearman > 0", "ci": v, "threshold": 0.0, "verdict": verdict(v, 0.0)})
+    return out
 
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from posjax.analysis.similarity import compare_rsms, layout_rsm
     from posjax.data.network_sim import NetworkSimOptions, random_masks, simulate, windows
 
-    p = base_parser(__doc__.splitlines()[0], default_out="runs/network_simulation")
-    p.add_argument("--layout", choices=("grid2d", "modular"), default="grid2d")
-    p.add_argument("--steps", type=int, default=None, help="training steps override")
+    p = experiment_parser(__doc__.splitlines()[0], default_out="runs/network_simulation")
     args = p.parse_args(argv)
-    opts = quick_options() if args.quick else NetOptions()
-    if args.steps is not None:
-        if args.steps <= 0:
-            raise ValueError(f"--steps must be positive, got {args.steps}")
-        opts = dataclasses.replace(opts, steps=args.steps)
-    if args.seeds is not None:
-        if args.seeds <= 0:
-            raise ValueError(f"--seeds must be positive, got {args.seeds}")
-        opts = dataclasses.replace(opts, seeds=tuple(range(args.seeds)))
-    sim_opts = NetworkSimOptions(layout=args.layout, steps=3000 if args.quick else 10_000)
+    cfg = resolve_config(args, PRESETS)
+    sim_opts = NetworkSimOptions(layout=cfg.layout, steps=cfg.sim_steps)
     t0 = time.perf_counter()
-    sim = simulate(sim_opts, seed=opts.sim_seed)
+    sim = simulate(sim_opts, seed=cfg.sim_seed)
     win = windows(sim["activity"], sim_opts.window)
-    n_test = max(1, int(round(opts.test_fraction * len(win))))
-    rng = np.random.default_rng(opts.sim_seed + 1)
+    n_test = max(1, int(round(cfg.test_fraction * len(win))))
+    rng = np.random.default_rng(cfg.sim_seed + 1)
     data = {"train": win[:-n_test], "test": win[-n_test:]}
-    data["train_masks"] = random_masks(rng, len(data["train"]), sim_opts.num_nodes, opts.mask_fraction)
-    data["test_masks"] = random_masks(rng, len(data["test"]), sim_opts.num_nodes, opts.mask_fraction)
-    store = CellStore(args.out, {"net": opts, "sim": sim_opts, "quick": args.quick})
-    labels = [f"learned_s{s:g}" for s in opts.sigmas] + list(opts.baselines)
-    cells = [store.compute({"label": lab, "seed": s},
-                           lambda lab=lab, s=s: run_cell(lab, s, sim, data, opts, args.out))
-             for lab, s in tqdm([(lab, s) for s in opts.seeds for lab in labels],
-                                desc="network cells")]
+    data["train_masks"] = random_masks(rng, len(data["train"]), sim_opts.num_nodes, cfg.mask_fraction)
+    data["test_masks"] = random_masks(rng, len(data["test"]), sim_opts.num_nodes, cfg.mask_fraction)
+    store = CellStore(args.out, {"net": cfg, "sim": sim_opts})
+    groups = {"learned": [f"learned_s{s:g}" for s in cfg.sigmas]} if cfg.sigmas else {}
+    groups.update({b: [b] for b in cfg.baselines})
+    cells: list[dict] = []
+    for name, labels in groups.items():
+        print(f"network_simulation: ensemble {name} ({len(labels)} x {cfg.seeds} members)",
+              flush=True)
+        cells += store.compute({"group": name, "labels": labels},
+                               lambda: run_group(name, labels, sim, data, cfg, args.out))
+    labels = [lab for ls in groups.values() for lab in ls]
+    seeds = list(range(cfg.seeds))
     rows = []
     for lab in labels:
         cs = [c for c in cells if c["label"] == lab]
-        row = {"label": lab, "sigma": cs[0]["sigma"], "n": len(cs),
-               "r2_train": mean_std(c["r2_train"] for c in cs),
-               "r2_test": mean_std(c["r2_test"] for c in cs)}
+        row = {"label": lab, "sigma": cs[0]["sigma"], "n": len(cs), "seeds": seeds,
+               "r2_train": mean_ci(c["r2_train"] for c in cs),
+               "r2_test": mean_ci(c["r2_test"] for c in cs)}
         for name, get in (("layout_spearman", lambda c: c["pe_vs_layout"]["spearman"]),
                           ("layout_pearson", lambda c: c["pe_vs_layout"]["pearson"]),
                           ("fc_spearman", lambda c: c["pe_vs_fc"]["spearman"]),
                           ("procrustes_r2_layout", lambda c: c["procrustes_r2_layout"]),
                           ("modularity", lambda c: c["modularity"]),
                           ("segregation", lambda c: c["segregation"])):
-            row[name] = mean_std(get(c) for c in cs if "pe_vs_layout" in c)
-        cs_align = cross_seed_alignment(lab, opts.seeds, args.out)
-        row["cross_seed"] = (cs_align if cs_align is not None else float("nan"), 0.0)
+            row[name] = mean_ci(get(c) for c in cs if "pe_vs_layout" in c)
+        cs_align = cross_seed_alignment(lab, seeds, args.out)
+        row["cross_seed"] = cs_align if cs_align is not None else float("nan")
         rows.append(row)
-    layout_vs_fc = None
-    from posjax.analysis.similarity import compare_rsms, layout_rsm
+    found = claims(cells, cfg)
     layout_vs_fc = compare_rsms(layout_rsm(sim["coords"]), sim["fc"])
-    plots = make_plots(rows, sim, opts, args.out, labels)
-    fmt = lambda ms, d=3: "n/a" if np.isnan(ms[0]) else f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}"
+    plots = make_plots(rows, sim, cfg, args.out, labels)
+    fmt = lambda ci: fmt_ci(ci, 1, 3)
     headers = ["PE", "seeds", "R² train", "R² test", "PE~layout ρ", "PE~FC ρ", "Procrustes R²",
                "modularity Q", "segregation", "cross-seed R²"]
     table = [[r["label"].replace("learned_s", "learned σ="), r["n"], fmt(r["r2_train"]),
               fmt(r["r2_test"]), fmt(r["layout_spearman"]), fmt(r["fc_spearman"]),
               fmt(r["procrustes_r2_layout"]), fmt(r["modularity"]), fmt(r["segregation"]),
-              "n/a" if np.isnan(r["cross_seed"][0]) else f"{r['cross_seed'][0]:.3f}"]
+              "n/a" if np.isnan(r["cross_seed"]) else f"{r['cross_seed']:.3f}"]
              for r in rows]
+    preset = "quick" if args.quick else (args.preset or "paper")
     report = "\n".join([
         "# Network simulation: learned-PE recovery of a known layout (arXiv 2406.08272 stand-in)",
-        "", f"Mode: {'quick' if args.quick else 'full'}; layout {sim_opts.layout}, "
+        "", f"Preset: {preset}; layout {sim_opts.layout}, "
         f"{sim_opts.num_nodes} nodes, {len(data['train'])}/{len(data['test'])} train/test windows "
-        f"of {sim_opts.window} steps; d={opts.d_model}, {opts.num_layers} layers, "
-        f"{opts.steps} steps, lr {opts.learning_rate}, seeds {list(opts.seeds)}.",
+        f"of {sim_opts.window} steps; d={cfg.d_model}, {cfg.num_layers} layers, "
+        f"{cfg.steps} steps, lr {cfg.learning_rate}, seeds {seeds}.",
+        f"Uncertainty: {CI_METHOD}.",
         f"True layout vs FC (Spearman of RSMs): {layout_vs_fc['spearman']:.3f} (the FC mirrors "
         "the layout, so recovering either is recovering the geometry).", "",
         markdown_table(headers, table), "",
         "ρ: Spearman between the PE cosine-RSM and the negative distance (layout) or the FC "
         "(upper triangles, mean over layers). Procrustes R²: the learned table onto the 2-D "
         "coordinates. Modularity/segregation of the PE RSM under the known modules (grid "
-        "quadrants for grid2d). Cross-seed: mean pairwise Procrustes R² of layer-0 tables.",
+        "quadrants for grid2d). Cross-seed: mean pairwise Procrustes R² of layer-0 tables.", "",
+        "## Claims (differences paired by seed)", "",
+        markdown_table(["claim", "mean ± 95 % CI", "seeds", "verdict"],
+                       [[c["claim"], fmt(c["ci"]), c["ci"]["n"], c["verdict"]] for c in found]),
         "", "Plots: network_sweep.png, network_pe.png."])
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(report + "\n")
     write_json(os.path.join(args.out, "results.json"), {
         "experiment": "network_simulation", "paper": "arXiv 2406.08272 (fMRI stand-in)",
-        "options": opts, "sim_options": sim_opts, "sim_seed": opts.sim_seed, "quick": args.quick,
-        "layout_vs_fc": layout_vs_fc, "summary": rows, "cells": cells, "versions": versions(),
-        "plots": plots, "wall_seconds": time.perf_counter() - t0,
+        "config": cfg, "preset": preset, "sim_options": sim_opts, "sim_seed": cfg.sim_seed,
+        "seeds": seeds, "ci_method": CI_METHOD, "layout_vs_fc": layout_vs_fc, "summary": rows,
+        "claims": found, "cells": cells, "versions": versions(), "plots": plots,
+        "wall_seconds": time.perf_counter() - t0,
         "notes": {"fmri": "the 3-D fMRI dataset is not available offline; this simulation "
-                          "stands in for it (every knob is an interpretation, see docs/interpretations.md)"}})
+                          "stands in for it (its knobs are interpretations, see "
+                          "docs/interpretations.md)",
+                  "training": "every σ x seed of the learned PE trained as one ensemble"}})
     print(report)
 
 

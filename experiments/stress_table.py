@@ -1,14 +1,14 @@
 """Flagship experiment of arXiv 2604.05217 ("On the Geometry of Positional Encodings in
 Transformers", G. Cirrincione): stress of every positional encoding against the Hellinger
-geometry of positional statistics, on a synthetic corpus, SST-2 and IMDB (arXiv 2604.05217).
+geometry of positional statistics, on a synthetic corpus, SST-2 and IMDB.
 
-    python -m experiments.stress_table --dataset synthetic|sst2|imdb [--quick] [--out DIR]
-        [--seeds N] [--data-dir DIR] [--vocab-file VOCAB] [--set key=value ...]
+    python -m experiments.stress_table --dataset synthetic|sst2|imdb [--preset quick|gpu|paper]
+        [--seeds N] [--out DIR] [--data-dir DIR] [--vocab-file VOCAB] [--set key=value ...]
 
 Writes ``DIR/results.json`` (every interpretation option recorded), ``DIR/report.md`` and PNG
 plots. Tables: E1 stress per encoding (raw and optimal scale; plug-in, split-half and, on the
 synthetic corpus, exact ``P``), E2 spectrum, E3 parameters, E4 accuracy of an encoder trained
-with each PE, and the sample-size sensitivity analysis (docs/interpretations.md). Finished cells (trained
+with each PE (mean ± 95 % CI over seeds), and the sample-size sensitivity analysis. Finished cells (trained
 models, sensitivity cells) are stored under ``DIR/cells`` and skipped on rerun.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from experiments import _stress_geometry as G
 from experiments import _stress_report as R
 from experiments._stress_data import prepare
 from experiments._stress_train import E4_ENCODINGS, train_cell
-from experiments.common import CellStore, base_parser, run_cli, versions, write_json
+from experiments.common import (CellStore, experiment_parser, parse_set, preset_name, run_cli,
+                                versions, write_json)
 
 DATASETS = ("synthetic", "sst2", "imdb")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
@@ -50,7 +51,7 @@ class StressConfig:
     """
 
     dataset: str = "synthetic"
-    mode: str = "full"
+    mode: str = "paper"                 # the preset (quick, gpu, paper)
     seeds: int = 3
     data_seed: int = 0
     encodings: tuple[str, ...] = E4_ENCODINGS
@@ -135,35 +136,43 @@ class StressConfig:
 
 
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
-    ("synthetic", "full"): {},
+    ("synthetic", "paper"): {},
+    # one H200 in <= 8 min: the paper-scale synthetic corpus and E4 encoders, 5 seeds
+    ("synthetic", "gpu"): dict(seeds=5),
     ("synthetic", "quick"): dict(num_positions=32, vocab_size=500, samples_per_position=20_000,
-                                 train_examples=3000, test_examples=1024, seeds=2, d_model=32,
+                                 train_examples=3000, test_examples=1024, seeds=3, d_model=32,
                                  num_layers=2, num_heads=2, d_ff=64, steps=200, batch_size=32,
                                  learning_rate=3e-3, sens_repeats=2),
-    ("sst2", "full"): dict(num_positions=64, max_len=64, train_examples=None, test_examples=None,
+    ("sst2", "paper"): dict(num_positions=64, max_len=64, train_examples=None, test_examples=None,
                            d_model=256, num_layers=4, num_heads=4, d_ff=1024, dropout=0.1,
                            pooling="cls", steps=3000, batch_size=64, learning_rate=3e-4,
                            checkpoint_every=1000),
     ("sst2", "quick"): dict(num_positions=64, max_len=64, train_examples=2000, test_examples=500,
-                            tokenizer_vocab=3000, seeds=2, d_model=32, num_layers=2, num_heads=2,
+                            tokenizer_vocab=3000, seeds=3, d_model=32, num_layers=2, num_heads=2,
                             d_ff=64, pooling="cls", steps=150, learning_rate=1e-3,
                             sens_repeats=1),
-    ("imdb", "full"): dict(num_positions=512, max_len=512, train_examples=None,
+    ("imdb", "paper"): dict(num_positions=512, max_len=512, train_examples=None,
                            test_examples=None, d_model=256, num_layers=4, num_heads=4, d_ff=1024,
                            dropout=0.1, pooling="cls", steps=3000, batch_size=32,
                            learning_rate=3e-4, checkpoint_every=1000),
     ("imdb", "quick"): dict(num_positions=256, max_len=256, train_examples=1000,
-                            test_examples=300, tokenizer_vocab=3000, seeds=2, d_model=32,
+                            test_examples=300, tokenizer_vocab=3000, seeds=3, d_model=32,
                             num_layers=2, num_heads=2, d_ff=64, pooling="cls", steps=100,
                             learning_rate=1e-3, batch_size=32, sens_repeats=1),
 }
+for _d in ("sst2", "imdb"):  # the paper-scale text runs fit one H200 as they are
+    PRESETS[(_d, "gpu")] = PRESETS[(_d, "paper")]
 
 
-def make_config(dataset: str, *, quick: bool = False, **overrides: Any) -> StressConfig:
-    """The preset of ``(dataset, quick|full)`` with ``overrides`` applied."""
+def make_config(dataset: str, *, quick: bool = False, preset: str | None = None,
+                **overrides: Any) -> StressConfig:
+    """The preset ``(dataset, quick|gpu|paper)`` with ``overrides`` applied (``quick=True`` is
+    ``preset="quick"``; the default is paper)."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
-    mode = "quick" if quick else "full"
+    mode = preset or ("quick" if quick else "paper")
+    if (dataset, mode) not in PRESETS:
+        raise ValueError(f"unknown preset {mode!r}; choose quick, gpu or paper")
     fields = {f.name for f in dataclasses.fields(StressConfig)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
@@ -286,42 +295,27 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     return results
 
 
-def _parse_set(items: Sequence[str]) -> dict[str, Any]:
-    import ast
-
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        try:
-            out[key.strip()] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key.strip()] = value
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = base_parser("Stress of positional encodings vs the Hellinger geometry of positional "
-                    "statistics (arXiv 2604.05217)", default_out="runs/stress_table")
+    p = experiment_parser("Stress of positional encodings vs the Hellinger geometry of positional "
+                          "statistics (arXiv 2604.05217)", default_out="runs/stress_table")
     p.add_argument("--dataset", default="synthetic", help="synthetic, sst2 or imdb")
     p.add_argument("--data-dir", default=None,
                    help="local <split>.parquet|csv|jsonl files "
                         "(default: $POSJAX_DATA_DIR, else the hub)")
     p.add_argument("--vocab-file", default=None, help="a bert-base-uncased vocab.txt")
     p.add_argument("--progress", action="store_true", help="show training progress bars")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="override any StressConfig field, e.g. --set steps=500 d_model=64")
     args = p.parse_args(argv)
-    overrides = _parse_set(args.set)
+    overrides = parse_set(StressConfig, args.set)
     if args.seeds is not None:
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         overrides["seeds"] = args.seeds
     for key in ("data_dir", "vocab_file"):
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
     if args.progress:
         overrides["progress"] = True
-    cfg = make_config(args.dataset, quick=args.quick, **overrides)
+    cfg = make_config(args.dataset, preset=preset_name(args), **overrides)
     results = run(cfg, args.out)
     print()
     print(R.compact_e1(results))

@@ -127,23 +127,28 @@ def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
     return step
 
 
-# Compiled steps shared by train() calls with the same model structure, loss and optimiser
-# settings (e.g. several seeds of one cell), so each combination is traced and compiled once.
+# Steps shared by train() calls: an exact hit (same graph definition, loss and optimiser settings)
+# reuses the step object; otherwise the step is traced and shares the executable of any earlier
+# step with the same program (posjax.training.step_cache), so models that differ only in their
+# initialisation (seed, init scale, table values) compile once.
 _STEP_CACHE: dict[Any, Any] = {}
 
 
 def _cached_step(graphdef, loss_fn: LossFn, config: TrainConfig):
+    from posjax.training.step_cache import StructuralStep
+
     optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
                                 keep_checkpoints=1, progress=False)
+    build = lambda: StructuralStep(_step_function(graphdef, loss_fn, make_optimizer(optim)))
     try:
         key = (graphdef, loss_fn, optim)
         hash(key)
-    except TypeError:  # an unhashable static attribute somewhere in the model: no sharing
-        return _step_function(graphdef, loss_fn, make_optimizer(config))
+    except TypeError:  # an unhashable static attribute: the structural cache still shares
+        return build()
     if key not in _STEP_CACHE:
         if len(_STEP_CACHE) >= 64:
             _STEP_CACHE.pop(next(iter(_STEP_CACHE)))
-        _STEP_CACHE[key] = _step_function(graphdef, loss_fn, make_optimizer(optim))
+        _STEP_CACHE[key] = build()
     return _STEP_CACHE[key]
 
 

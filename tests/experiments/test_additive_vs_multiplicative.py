@@ -11,7 +11,7 @@ from experiments import additive_vs_multiplicative as exp  # noqa: E402
 
 TINY = ["--quick", "--set", "pes=rope", "--set", "count_pes=", "--set", "sweep_k=",
         "--set", "steps=2", "--set", "distance_samples=200", "--set", "attention_probe=false",
-        "--set", "num_layers=1", "--set", "d_model=16", "--set", "batch_size=16"]
+        "--set", "num_layers=1", "--set", "d_model=16", "--set", "batch_size=16", "--seeds", "1"]
 
 
 def test_tiny_run_writes_results_and_resumes(tmp_path, monkeypatch):
@@ -19,7 +19,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, monkeypatch):
     exp.main(TINY + ["--out", out])
     with open(os.path.join(out, "results.json")) as f:
         res = json.load(f)
-    assert res["quick"] and res["settings"]["steps"] == 2 and res["settings"]["pes"] == ["rope"]
+    assert res["preset"] == "quick" and res["settings"]["steps"] == 2 and res["settings"]["pes"] == ["rope"]
     assert res["settings"]["kv_source"] == "residual"
     assert res["settings"]["alibi_slopes"] == "canonical"
     (cell,) = res["cells"]
@@ -37,8 +37,10 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, monkeypatch):
 
 
 def test_bad_overrides_are_one_line_errors(tmp_path):
-    with pytest.raises(ValueError, match="Settings field"):
-        exp.parse_overrides(["nosuchfield=1"])
+    with pytest.raises(ValueError, match="unknown key 'nosuchfield'; valid keys: "):
+        exp.main(["--quick", "--set", "nosuchfield=1", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match=r"steps='many'.*valid keys"):
+        exp.main(["--quick", "--set", "steps=many", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="unknown PE"):
         exp.main(["--quick", "--set", "pes=rope,xyz", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="error: "):
@@ -50,8 +52,8 @@ def test_bad_overrides_are_one_line_errors(tmp_path):
 def test_quick_distance_rope_beats_nope(tmp_path):
     """The qualitative result of --quick: NoPE near its order-blind ceiling, RoPE far above."""
     out = str(tmp_path / "q")
-    exp.main(["--quick", "--set", "pes=none,rope", "--set", "count_pes=", "--set", "sweep_k=",
-              "--out", out])
+    exp.main(["--quick", "--seeds", "1", "--set", "pes=none,rope", "--set", "count_pes=",
+              "--set", "sweep_k=", "--out", out])
     res = json.load(open(os.path.join(out, "results.json")))
     acc = {c["row"]: c["value"]["test_accuracy"] for c in res["cells"]}
     prior = res["priors"]["distance"][0]["length_prior"]

@@ -82,7 +82,8 @@ def test_cli_errors_are_one_line(tmp_path):
     with pytest.raises(SystemExit) as e:
         st.run_cli(st.main, ["--dataset", "synthetic", "--set", "no_such=1",
                              "--out", str(tmp_path)])
-    assert "unknown option" in str(e.value)
+    assert "unknown key 'no_such'; valid keys: dataset" in str(e.value)
+    assert "\n" not in str(e.value)
     with pytest.raises(SystemExit) as e:
         st.run_cli(st.main, ["--dataset", "sst2", "--data-dir", str(tmp_path / "missing"),
                              "--out", str(tmp_path)])

@@ -1,0 +1,374 @@
+"""Many small models trained at once: one jitted step over parameters stacked on a leading axis.
+
+``train_ensemble(make_model, loss_fn, batches, config, members=[...])`` builds one model per
+member, stacks their state (parameters, fixed variables, optimiser state) along a new leading
+"member" axis and runs the :func:`posjax.training.train` step over it (``jax.vmap``, or
+``jax.lax.map`` on CPU) inside one jitted step, so M seeds of one cell cost one compiled program
+and one dispatch per step instead of M.
+
+Members may differ in anything that leaves the program unchanged: initialisation (seed, init
+scale, table values), data order (one ``batches`` per member) and the scalar hyper-parameters
+``seed`` (dropout keys), ``learning_rate`` and ``weight_decay``, which enter the step as traced
+per-member scalars. Each member follows exactly the updates it would get from ``train`` alone.
+
+A member whose loss or gradient becomes NaN/Inf is frozen at its last good parameters and reported
+in :attr:`EnsembleResult.diverged`; the others go on. Checkpoints, resumption (bit-identical),
+the run record and the SIGTERM handling are those of :func:`posjax.training.train`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+import types
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from posjax._json import jsonable
+from posjax.training.checkpoint import Checkpointer
+from posjax.training.config import TrainConfig, make_optimizer, make_schedule
+from posjax.training.loop import LossFn, _check_run_config, _sigterm_as_interrupt
+from posjax.training.step_cache import StructuralStep, program_key
+
+#: member keys that set a per-member training hyper-parameter (all others go to ``make_model``)
+MEMBER_HYPERPARAMETERS = ("seed", "learning_rate", "weight_decay")
+
+
+@dataclasses.dataclass
+class EnsembleResult:
+    """What :func:`train_ensemble` returns.
+
+    Attributes:
+      step: the final step.
+      members: the member dicts, in order.
+      models: the trained models (member ``i``'s final parameters, or its last good ones when it
+        diverged).
+      metrics: per member, the last logged metrics (``loss`` and the loss function's metrics).
+      diverged: member index -> first step whose loss or gradient was not finite.
+      evals: per member, its rows of ``eval_fn`` results.
+      resumed_from: the checkpoint step the run resumed from (None: fresh run).
+      seconds: wall time of the loop.
+    """
+
+    step: int
+    members: list[dict[str, Any]]
+    models: list[nnx.Module]
+    metrics: list[dict[str, float]]
+    diverged: dict[int, int]
+    evals: list[list[dict[str, float]]]
+    resumed_from: int | None
+    seconds: float
+
+
+def _member_config(config: TrainConfig, member: Mapping[str, Any]) -> TrainConfig:
+    """``config`` with the member's hyper-parameters (validated by :class:`TrainConfig`)."""
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    fixed = sorted(k for k in member if k in fields and k not in MEMBER_HYPERPARAMETERS)
+    if fixed:
+        raise ValueError(f"member {dict(member)} sets {fixed}: only {MEMBER_HYPERPARAMETERS} may "
+                         "differ between ensemble members (others change the compiled program)")
+    return config.replace(**{k: member[k] for k in MEMBER_HYPERPARAMETERS if k in member})
+
+
+def _traced_config(config: TrainConfig, learning_rate: jax.Array, weight_decay: jax.Array):
+    """A stand-in for ``config`` whose learning rate and weight decay are traced scalars, read
+    by :func:`make_optimizer` like a :class:`TrainConfig`."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    values.update(learning_rate=learning_rate, weight_decay=weight_decay, warmup=config.warmup)
+    return types.SimpleNamespace(**values)
+
+
+def _over_members(fn: Callable, in_axes: tuple, vectorize: bool) -> Callable:
+    """``fn`` applied to every member: ``jax.vmap`` (one batched program), or ``jax.lax.map``
+    (the members one after another inside one compiled program; faster on XLA:CPU, whose
+    batched small matrix products are slower than a loop of plain ones)."""
+    if vectorize:
+        return jax.vmap(fn, in_axes=in_axes)
+    mapped = [i for i, ax in enumerate(in_axes) if ax == 0]
+
+    def over(*args):
+        def one(xs):
+            full = list(args)
+            for i, x in zip(mapped, xs):
+                full[i] = x
+            return fn(*full)
+
+        return jax.lax.map(one, tuple(args[i] for i in mapped))
+
+    return over
+
+
+def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: int | None,
+                   vectorize: bool):
+    """The jitted step over stacked state ``(params, rest, opt_state, alive, batch, step, keys,
+    learning_rates, weight_decays) -> (params, opt_state, alive, loss, metrics)``: the step of
+    :func:`posjax.training.train` per member, with the member frozen (state kept, ``alive``
+    False from then on) at its first non-finite loss or gradient."""
+
+    def member(params, rest, opt_state, alive, batch, step, key_data, lr, wd):
+        key = jax.random.fold_in(jax.random.wrap_key_data(key_data), step)
+
+        def objective(p):
+            return loss_fn(nnx.merge(graphdef, p, rest), batch, key)
+
+        (loss, metrics), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        tx = make_optimizer(_traced_config(config, lr, wd))
+        updates, new_opt = tx.update(grads, opt_state, params)
+        new_params = jax.tree.map(lambda p, u: p + u, params, updates)
+        gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+        ok = alive & jnp.isfinite(loss) & jnp.isfinite(gnorm)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+        return keep(new_params, params), keep(new_opt, opt_state), ok, loss, metrics
+
+    in_axes = (0, 0, 0, 0, batch_axis, None, 0, 0, 0)
+    return jax.jit(_over_members(member, in_axes, vectorize))
+
+
+_ENSEMBLE_STEPS: dict[Any, Any] = {}
+
+
+def _cached_ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis,
+                          vectorize: bool):
+    optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
+                                keep_checkpoints=1, progress=False)
+    build = lambda: StructuralStep(_ensemble_step(graphdef, loss_fn, optim, batch_axis,
+                                                  vectorize))
+    try:
+        key = (graphdef, loss_fn, optim, batch_axis, vectorize)
+        hash(key)
+    except TypeError:
+        return build()
+    if key not in _ENSEMBLE_STEPS:
+        if len(_ENSEMBLE_STEPS) >= 64:
+            _ENSEMBLE_STEPS.pop(next(iter(_ENSEMBLE_STEPS)))
+        _ENSEMBLE_STEPS[key] = build()
+    return _ENSEMBLE_STEPS[key]
+
+
+def _check_same_program(splits, loss_fn: LossFn, batch: Any, members) -> None:
+    """Every member must run the program of member 0 (else stacking them would be wrong)."""
+    key0 = None
+    graphdef0 = splits[0][0]
+    for i, (graphdef, params, rest) in enumerate(splits):
+        try:
+            if i and graphdef == graphdef0:
+                continue
+        except Exception:  # graph definitions that cannot be compared: trace
+            pass
+        fn = lambda p, r, b, k, g=graphdef: loss_fn(nnx.merge(g, p, r), b, k)
+        key = program_key(fn, params, rest, batch, jax.random.key(0))[0]
+        if key0 is None:
+            key0 = key
+        elif key != key0:
+            raise ValueError(f"member {i} ({members[i]}) builds a model whose computation differs "
+                             f"from member 0's ({members[0]}): ensemble members may differ only "
+                             "in initialisation, data order and scalar hyper-parameters")
+
+
+def _stack(trees: Sequence[Any]) -> Any:
+    return jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *trees)
+
+
+def _member(tree: Any, i: int) -> Any:
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: LossFn,
+                   batches: Callable[[int], Any] | Sequence[Callable[[int], Any]],
+                   config: TrainConfig, *, members: Sequence[Mapping[str, Any]],
+                   out_dir: str | None = None, mesh: jax.sharding.Mesh | None = None,
+                   eval_fn: Callable[[nnx.Module], Mapping[str, float]] | None = None,
+                   run_config: Mapping[str, Any] | None = None,
+                   desc: str = "ensemble", vectorize: bool | None = None) -> EnsembleResult:
+    """Train one model per member in a single jitted, vmapped step.
+
+    Args:
+      make_model: ``member dict -> nnx.Module``; every member's model must have the same
+        structure and computation (checked: a ValueError names the first member that differs).
+      loss_fn: ``(model, batch, key) -> (scalar loss, dict of scalar metrics)``, as for ``train``.
+      batches: ``step -> batch`` shared by all members, or a sequence with one such function per
+        member (data order per member; every member's batch must have the same shapes).
+      config: the shared :class:`TrainConfig`; a member's ``seed``, ``learning_rate`` and
+        ``weight_decay`` keys override it for that member.
+      members: a non-empty list of dicts, e.g. ``[{"seed": 0, "std": 0.1}, ...]``.
+      out_dir: ``metrics.jsonl`` (one row per log step, lists indexed by member),
+        ``config.json`` and ``checkpoints/``; resumes from its latest checkpoint.
+      mesh: optional mesh whose ``"data"`` axis splits the member axis (the member count must
+        be a multiple of its size); None: the default device.
+      eval_fn: ``model -> metrics`` for each member, every ``eval_every`` steps and at the end.
+      run_config: extra configuration recorded in ``config.json``.
+      desc: progress-bar label.
+      vectorize: True: ``jax.vmap`` over members (one batched program; the default on GPU/TPU);
+        False: ``jax.lax.map`` over members inside the one compiled step (the default on CPU,
+        where XLA's batched small matrix products are slower than a loop of plain ones, see
+        ``benchmarks/ensemble.py``). Both give each member the updates of ``train``.
+
+    Returns:
+      An :class:`EnsembleResult`. On SIGTERM/Ctrl-C a checkpoint is saved and KeyboardInterrupt
+      is re-raised.
+    """
+    from tqdm.auto import tqdm
+
+    from posjax.distributed.mesh import is_main_process
+
+    members = [dict(m) for m in members]
+    if not members or not all(isinstance(m, dict) for m in members):
+        raise ValueError("train_ensemble needs a non-empty list of member dicts")
+    configs = [_member_config(config, m) for m in members]
+    per_member = not callable(batches)
+    if per_member and len(batches) != len(members):
+        raise ValueError(f"got {len(batches)} batch functions for {len(members)} members")
+    if per_member:
+        get_batch = lambda s: jax.tree.map(lambda *xs: np.stack(xs), *[b(s) for b in batches])
+    else:
+        get_batch = batches
+
+    models = [make_model(dict(m)) for m in members]
+    splits = [nnx.split(model, nnx.Param, ...) for model in models]
+    one_batch = jax.tree.map(jnp.asarray, batches[0](0) if per_member else batches(0))
+    _check_same_program(splits, loss_fn, one_batch, members)
+    graphdef = splits[0][0]
+    params = _stack([p for _, p, _ in splits])
+    rest = _stack([r for _, _, r in splits])
+    opt_state = _stack([make_optimizer(c).init(p) for c, (_, p, _) in zip(configs, splits)])
+    alive = jnp.ones(len(members), bool)
+    bad_step = jnp.full(len(members), -1, jnp.int32)  # first non-finite step per member
+    keys = jnp.stack([jax.random.key_data(jax.random.key(c.seed)) for c in configs])
+    lrs = jnp.asarray([c.learning_rate for c in configs], jnp.float32)
+    wds = jnp.asarray([c.weight_decay for c in configs], jnp.float32)
+    if vectorize is None:
+        vectorize = jax.default_backend() != "cpu"
+    step_fn = _cached_ensemble_step(graphdef, loss_fn, config, 0 if per_member else None,
+                                    bool(vectorize))
+    schedule = make_schedule(config)
+
+    if mesh is not None:
+        from jax.sharding import NamedSharding, PartitionSpec
+        size = mesh.shape["data"]
+        if len(members) % size:
+            raise ValueError(f"{len(members)} members cannot be split over a 'data' axis of "
+                             f"size {size}")
+        split = NamedSharding(mesh, PartitionSpec("data"))
+        params, rest, opt_state, alive, keys, lrs, wds = jax.device_put(
+            (params, rest, opt_state, alive, keys, lrs, wds), split)
+
+    main = is_main_process()
+    ckpt, start, resumed, log = None, 0, None, None
+    if out_dir is not None:
+        record = jsonable({"train": config, "members": members, "run": run_config or {}})
+        record["train"].pop("progress", None)
+        _check_run_config(out_dir, record, write=main)
+        ckpt = Checkpointer(os.path.join(out_dir, "checkpoints"), keep=config.keep_checkpoints)
+        if ckpt.latest_step() is not None:
+            start, (params, opt_state, alive, bad_step) = ckpt.restore(
+                (params, opt_state, alive, bad_step))
+            resumed = start
+        if main:
+            log = open(os.path.join(out_dir, "metrics.jsonl"), "a")
+
+    def write(row: dict[str, Any]) -> None:
+        if log is not None:
+            log.write(json.dumps(jsonable(row)) + "\n")
+            log.flush()
+
+    def save(step: int) -> None:
+        if ckpt is not None and step > 0 and ckpt.latest_step() != step:
+            ckpt.save(step, (params, opt_state, alive, jnp.asarray(first_bad)))
+
+    def publish() -> None:
+        for i, model in enumerate(models):
+            nnx.update(model, _member(params, i))
+
+    evals: list[list[dict[str, float]]] = [[] for _ in members]
+
+    def evaluate(step: int) -> None:
+        if eval_fn is None:
+            return
+        publish()
+        for i, model in enumerate(models):
+            row = {"step": step, **{f"eval/{k}": float(v) for k, v in eval_fn(model).items()}}
+            evals[i].append(row)
+            write({"member": i, **row})
+
+    was_alive = np.asarray(alive)
+    first_bad = np.array(bad_step)
+    last: list[dict[str, float]] = [{} for _ in members]
+    pending: list[tuple[int, jax.Array, Any, jax.Array]] = []
+    t0 = time.perf_counter()
+
+    def flush(bar) -> None:
+        nonlocal was_alive, last
+        for s, loss, metrics, ok in pending:
+            ok = np.asarray(ok)
+            for i in np.flatnonzero(was_alive & ~ok):
+                first_bad[i] = s
+                write({"step": s, "member": int(i), "diverged": True,
+                       "loss": float(np.asarray(loss)[i])})
+            was_alive = was_alive & ok
+        if pending:
+            s, loss, metrics, _ = pending[-1]
+            values = {"loss": np.asarray(loss), **{k: np.asarray(v) for k, v in metrics.items()}}
+            last = [{k: float(v[i]) for k, v in values.items()} for i in range(len(members))]
+            write({"step": s + 1, "lr": float(schedule(s)),
+                   **{k: v.tolist() for k, v in values.items()}, "alive": was_alive.tolist(),
+                   "time": round(time.perf_counter() - t0, 3)})
+            live = values["loss"][was_alive]
+            bar.set_postfix(loss=f"{live.mean():.4f}" if live.size else "n/a",
+                            alive=f"{int(was_alive.sum())}/{len(members)}")
+        pending.clear()
+
+    step = start
+    bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not (config.progress and main),
+               leave=False, dynamic_ncols=True)
+    try:
+        with _sigterm_as_interrupt():
+            while step < config.steps:
+                batch = jax.tree.map(jnp.asarray, get_batch(step))
+                params, opt_state, alive, loss, metrics = step_fn(
+                    params, rest, opt_state, alive, batch, jnp.asarray(step, jnp.int32), keys,
+                    lrs, wds)
+                pending.append((step, loss, metrics, alive))
+                step += 1
+                bar.update(1)
+                boundary = step % config.log_every == 0 or step == config.steps
+                ck = config.checkpoint_every and step % config.checkpoint_every == 0
+                ev = config.eval_every and step % config.eval_every == 0
+                if boundary or ck or ev:
+                    flush(bar)
+                if ck:
+                    save(step)
+                if ev and step != config.steps:
+                    evaluate(step)
+        flush(bar)
+        save(step)
+        publish()
+        evaluate(step)
+    except KeyboardInterrupt:
+        try:
+            flush(bar)
+            save(step)
+        finally:
+            publish()
+        if ckpt is not None and main:
+            print(f"\ninterrupted at step {step}; checkpoint saved in {ckpt.directory}; "
+                  "rerun the same command to resume", flush=True)
+        raise
+    finally:
+        bar.close()
+        if log is not None:
+            log.close()
+        if ckpt is not None:
+            ckpt.close()
+    diverged = {int(i): int(first_bad[i]) for i in np.flatnonzero(first_bad >= 0)}
+    if diverged and main:
+        print(f"{desc}: {len(diverged)} of {len(members)} members diverged and were frozen: "
+              + ", ".join(f"#{i} {members[i]} at step {s}" for i, s in sorted(diverged.items())),
+              flush=True)
+    return EnsembleResult(step=step, members=members, models=models, metrics=last,
+                          diverged=diverged, evals=evals, resumed_from=resumed,
+                          seconds=time.perf_counter() - t0)

@@ -1,0 +1,144 @@
+"""Evaluation shared by the experiments: fixed-shape batched inference, classification
+predictions and per-group accuracy, masked next-token loss and teacher-forced exact match.
+
+Every batched function pads the last batch to the batch size (repeating its first row) so a
+dataset of any size compiles one program, and drops the padded rows from the result.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from posjax.training.step_cache import StructuralStep
+
+
+def batched_apply(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
+                  batch: int = 256) -> np.ndarray:
+    """``fn(**batch_of_arrays) -> [b, ...]`` over fixed-size batches, concatenated ``[n, ...]``.
+
+    Args:
+      fn: a (jitted) function of keyword arrays with a leading batch axis.
+      arrays: equally long arrays ``[n, ...]``; ``n`` must be positive.
+      batch: batch size; the last batch is padded with copies of its first row.
+    """
+    sizes = {k: len(v) for k, v in arrays.items()}
+    if not sizes or len(set(sizes.values())) != 1:
+        raise ValueError(f"batched_apply needs equally long arrays, got lengths {sizes}")
+    n = next(iter(sizes.values()))
+    if n == 0:
+        raise ValueError("batched_apply got an empty dataset")
+    if batch <= 0:
+        raise ValueError(f"batch must be positive, got {batch}")
+    batch = min(batch, n)
+    out = []
+    for start in range(0, n, batch):
+        chunk = {k: np.asarray(v[start:start + batch]) for k, v in arrays.items()}
+        short = batch - len(next(iter(chunk.values())))
+        if short:
+            chunk = {k: np.concatenate([v, np.repeat(v[:1], short, 0)]) for k, v in chunk.items()}
+        res = np.asarray(fn(**{k: jnp.asarray(v) for k, v in chunk.items()}))
+        out.append(res[:batch - short])
+    return np.concatenate(out)
+
+
+def apply_batched(model: nnx.Module, fn: Callable[..., jax.Array],
+                  arrays: Mapping[str, np.ndarray], *, batch: int = 256) -> np.ndarray:
+    """``fn(model, **arrays) -> [b, ...]`` over fixed-size batches, concatenated ``[n, ...]``.
+
+    The jitted program is shared, through the structural step cache, by every model of the same
+    computation (e.g. all members of an ensemble): evaluating M such models compiles once.
+    """
+    graphdef, state = nnx.split(model)
+    run = _program(graphdef, fn)
+    return batched_apply(lambda **kw: run(state, kw), arrays, batch=batch)
+
+
+_ARGMAX: dict[Any, Callable] = {}
+
+
+def predict_classes(model: nnx.Module, logits_fn: Callable[..., jax.Array],
+                    arrays: Mapping[str, np.ndarray], *, batch: int = 512) -> np.ndarray:
+    """Argmax class per example ``[n]`` of ``logits_fn(model, **arrays) -> [b, classes]``
+    (deterministic mode is the caller's ``logits_fn``'s business); see :func:`apply_batched`."""
+    if logits_fn not in _ARGMAX:
+        _ARGMAX[logits_fn] = lambda m, **kw: jnp.argmax(logits_fn(m, **kw), -1)
+    return apply_batched(model, _ARGMAX[logits_fn], arrays, batch=batch)
+
+
+_PROGRAMS: dict[Any, Any] = {}
+
+
+def _program(graphdef, fn):
+    """``(state, arrays) -> fn(merge(graphdef, state), **arrays)``, jitted and shared through the
+    structural step cache."""
+    def run(state, arrays):
+        return fn(nnx.merge(graphdef, state), **arrays)
+
+    try:
+        key = (graphdef, fn)
+        hash(key)
+    except TypeError:
+        return StructuralStep(jax.jit(run))
+    if key not in _PROGRAMS:
+        if len(_PROGRAMS) >= 64:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = StructuralStep(jax.jit(run))
+    return _PROGRAMS[key]
+
+
+def group_accuracy(predictions: np.ndarray, labels: np.ndarray,
+                   groups: np.ndarray | None = None) -> dict[str, float]:
+    """``{"all": accuracy}`` plus one accuracy per distinct value of ``groups`` (keyed by
+    ``str(value)``); an empty group is never reported (no NaN)."""
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    if predictions.shape != labels.shape or predictions.size == 0:
+        raise ValueError(f"predictions {predictions.shape} and labels {labels.shape} must have "
+                         "the same non-empty shape")
+    hit = predictions == labels
+    out = {"all": float(hit.mean())}
+    if groups is not None:
+        groups = np.asarray(groups)
+        for g in np.unique(groups):
+            out[str(g)] = float(hit[groups == g].mean())
+    return out
+
+
+def masked_lm_loss(model: nnx.Module, batch: Mapping[str, jax.Array], key: jax.Array):
+    """Next-token cross-entropy of a :class:`posjax.models.LanguageModel` on the positions
+    marked by ``batch["loss_mask"]`` (the mask marks the tokens to predict).
+
+    Args:
+      batch: ``tokens [B, T]`` and ``loss_mask [B, T]`` (bool or 0/1).
+      key: dropout key.
+
+    Returns:
+      ``(mean loss over masked targets, {"token_accuracy": ...})``.
+    """
+    tokens = batch["tokens"]
+    logits = model(tokens, deterministic=False, rngs=nnx.Rngs(dropout=key))[:, :-1]
+    targets, mask = tokens[:, 1:], batch["loss_mask"][:, 1:].astype(jnp.float32)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+    count = jnp.maximum(mask.sum(), 1.0)
+    hits = (jnp.argmax(logits, -1) == targets).astype(jnp.float32) * mask
+    return (ce * mask).sum() / count, {"token_accuracy": hits.sum() / count}
+
+
+def lm_exact_match(model: nnx.Module, tokens: np.ndarray, loss_mask: np.ndarray, *,
+                   batch: int = 256) -> np.ndarray:
+    """Per sequence ``[n]`` (bool): every masked next token is the model's argmax given the gold
+    prefix, in one causal forward pass. For a causal model this equals greedy-decoding exact
+    match of the masked span: greedy reproduces the span exactly when each of its tokens is the
+    argmax after the gold (= so far generated) prefix."""
+    return apply_batched(model, _exact_match, {"tokens": tokens, "loss_mask": loss_mask},
+                         batch=batch)
+
+
+def _exact_match(model, tokens, loss_mask):
+    logits = model(tokens)[:, :-1]
+    ok = (jnp.argmax(logits, -1) == tokens[:, 1:]) | ~loss_mask[:, 1:].astype(bool)
+    return ok.all(-1)

@@ -1,0 +1,85 @@
+"""Compiled training steps shared by structure.
+
+Two models that differ only in how they were initialised (the init scale of a learned PE, the
+seed, the values of a table) run the same program. Their NNX graph definitions may still differ,
+because a module keeps its options (``std=0.1`` vs ``std=0.5``) as static attributes, so keying
+compiled steps on the graph definition compiles one step per option value.
+
+Here a step is keyed on what XLA actually compiles: the step function is traced once over the
+abstract shapes and dtypes of its arguments (``jax.make_jaxpr``), and the key is a digest of the
+resulting program (its equations, literals and the values of the constants it closes over) and of
+the argument/result tree structure. Steps with equal keys share one compiled executable;
+anything that changes the computation (a RoPE base, a learning rate baked into the schedule, a
+different loss) changes the program and gets its own.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from jax.extend.core import jaxpr_as_fun
+
+# digest of (program, constants, tree structures) -> jitted flat program; bounded FIFO
+_COMPILED: dict[Any, Callable] = {}
+_MAX_COMPILED = 64
+
+
+def _abstract(x: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(np.shape(x), jax.numpy.result_type(x) if not hasattr(x, "dtype")
+                                else x.dtype, weak_type=bool(getattr(x, "weak_type", False)))
+
+
+def _const_bytes(c: Any) -> bytes:
+    if jax.dtypes.issubdtype(getattr(c, "dtype", np.float32), jax.dtypes.prng_key):
+        c = jax.random.key_data(c)
+    a = np.asarray(c)
+    return f"{a.shape}{a.dtype}".encode() + a.tobytes()
+
+
+def program_key(fn: Callable, *args: Any) -> tuple[tuple[str, str, str], Any, Any]:
+    """Trace ``fn(*args)`` abstractly; return ``(key, closed_jaxpr, out_tree)``.
+
+    ``key`` is equal for two functions exactly when they trace to the same program (same
+    equations and literals, same closed-over constant values) over arguments and results with the
+    same tree structures; only shapes and dtypes of ``args`` matter, never their values.
+    """
+    abstract = jax.tree.map(_abstract, args)
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*abstract)
+    digest = hashlib.sha256(str(closed.jaxpr).encode())
+    for c in closed.consts:
+        digest.update(_const_bytes(c))
+    out_tree = jax.tree.structure(out_shape)
+    key = (digest.hexdigest(), str(jax.tree.structure(abstract)), str(out_tree))
+    return key, closed, out_tree
+
+
+def shared_compiled(fn: Callable, *args: Any) -> tuple[Callable, Any]:
+    """The jitted flat program of ``fn`` over the shapes of ``args`` (shared with every function
+    of the same key, see :func:`program_key`) and the tree structure of its result."""
+    key, closed, out_tree = program_key(fn, *args)
+    if key not in _COMPILED:
+        if len(_COMPILED) >= _MAX_COMPILED:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = jax.jit(jaxpr_as_fun(closed))
+    return _COMPILED[key], out_tree
+
+
+class StructuralStep:
+    """``fn`` jitted through the shared cache: called like ``fn``, it resolves (once per tree
+    structure and shapes of its arguments) the shared executable and runs it."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self._by_signature: dict[Any, tuple[Callable, Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        leaves, treedef = jax.tree.flatten(args)
+        signature = (treedef, tuple((np.shape(x), getattr(x, "dtype", None),
+                                     bool(getattr(x, "weak_type", False))) for x in leaves))
+        found = self._by_signature.get(signature)
+        if found is None:
+            found = self._by_signature[signature] = shared_compiled(self.fn, *args)
+        flat, out_tree = found
+        return jax.tree.unflatten(out_tree, flat(*leaves))

@@ -1,0 +1,96 @@
+"""The shared experiment layer: typed --set, presets, CIs and verdicts, corrupted cell files."""
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `experiments`
+from experiments import common  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    steps: int = 10
+    lr: float = 1e-3
+    flag: bool = False
+    name: str = "a"
+    cap: int | None = None
+    pes: tuple[str, ...] = ("rope",)
+    pair: tuple[int, int] = (1, 2)
+    seeds: int = 3
+
+
+def test_parse_set_converts_by_field_type():
+    got = common.parse_set(Cfg, ["steps=5", "lr=0.5", "flag=true", "name=b", "cap=none",
+                                 "pes=none,alibi", "pair=3,4", "pes="])
+    assert got == {"steps": 5, "lr": 0.5, "flag": True, "name": "b", "cap": None,
+                   "pes": (), "pair": (3, 4)}
+    assert common.parse_set(Cfg, ["cap=7"]) == {"cap": 7}
+
+
+@pytest.mark.parametrize("item, match", [
+    ("stepz=5", "unknown key 'stepz'; valid keys: steps, lr, flag, name, cap, pes, pair, seeds"),
+    ("steps=five", "steps='five': expected an integer"),
+    ("flag=maybe", "expected true or false"),
+    ("pair=1,2,3", "expected 2 comma-separated values"),
+    ("steps", "expects key=value"),
+])
+def test_parse_set_errors_name_the_problem_and_the_keys(item, match):
+    with pytest.raises(ValueError, match=match) as e:
+        common.parse_set(Cfg, [item])
+    assert "\n" not in str(e.value) and "valid keys" in str(e.value)
+
+
+def test_presets_and_quick_alias():
+    presets = {"quick": Cfg(steps=1), "gpu": Cfg(steps=2), "paper": Cfg()}
+    p = common.experiment_parser("x", default_out="o")
+    assert common.resolve_config(p.parse_args(["--quick"]), presets).steps == 1
+    assert common.resolve_config(p.parse_args(["--preset", "gpu"]), presets).steps == 2
+    assert common.resolve_config(p.parse_args([]), presets) == Cfg()
+    cfg = common.resolve_config(p.parse_args(["--quick", "--seeds", "5", "--set", "lr=2",
+                                              "--set", "name=z"]), presets)
+    assert (cfg.steps, cfg.seeds, cfg.lr, cfg.name) == (1, 5, 2.0, "z")
+    with pytest.raises(ValueError, match="conflicts"):
+        common.resolve_config(p.parse_args(["--quick", "--preset", "paper"]), presets)
+    with pytest.raises(ValueError, match="--seeds must be >= 1"):
+        common.resolve_config(p.parse_args(["--seeds", "0"]), presets)
+
+
+def test_mean_ci_is_the_student_t_interval():
+    ci = common.mean_ci([1.0, 2.0, 3.0])
+    # t_{0.975, 2} = 4.302652729911275; sd = 1; n = 3
+    assert ci["mean"] == 2.0 and ci["half"] == pytest.approx(4.302652729911275 / np.sqrt(3))
+    assert ci["values"] == [1.0, 2.0, 3.0] and ci["n"] == 3
+    rng = np.random.default_rng(0)  # coverage of a 95 % interval, by simulation
+    covered = 0
+    for _ in range(400):
+        c = common.mean_ci(rng.normal(0.3, 1.0, 4))
+        covered += c["lo"] <= 0.3 <= c["hi"]
+    assert 0.92 < covered / 400 < 0.98  # a z-interval (1.96 sd/√n) would cover ~0.86
+    assert common.mean_ci([2.0])["half"] == float("inf")
+    assert common.mean_ci([])["n"] == 0
+
+
+def test_verdict_is_decided_by_the_interval():
+    assert common.verdict(common.mean_ci([1.0, 1.1, 0.9])) == "reproduced"
+    assert common.verdict(common.mean_ci([-1.0, -1.1, -0.9])) == "not reproduced"
+    assert common.verdict(common.mean_ci([-1.0, 1.0, 0.2])) == "inconclusive at this scale"
+    assert common.verdict(common.mean_ci([5.0])) == "inconclusive at this scale"
+    assert common.verdict(common.mean_ci([0.97, 0.975, 0.98]), 0.956) == "reproduced"
+
+
+def test_corrupted_cell_file_is_named_and_recomputed(tmp_path, capsys):
+    store = common.CellStore(str(tmp_path), {"opt": 1})
+    assert store.compute({"cell": 1}, lambda: {"acc": 0.5}) == {"acc": 0.5}
+    (path,) = [os.path.join(store.dir, f) for f in os.listdir(store.dir)]
+    with open(path, "w") as f:
+        f.write('{"key": {"cell": 1}, "val')  # truncated by a crash
+    calls = []
+    value = store.compute({"cell": 1}, lambda: calls.append(1) or {"acc": 0.7})
+    assert value == {"acc": 0.7} and calls == [1]
+    assert path in capsys.readouterr().err
+    assert json.load(open(path))["value"] == {"acc": 0.7}
