@@ -70,7 +70,7 @@ class Settings:
     embed_init_std: float = 1.0
     kv_source: str = "residual"                   # "embeddings": faithful quirk
     pooling: str = "mean"
-    # PEs (arXiv 2505.13027, Sec. 3)
+    # PEs compared in arXiv 2505.13027
     pes: tuple[str, ...] = PES
     count_pes: tuple[str, ...] = PES
     sweep_k: tuple[int, ...] = (0, 1, 2, 3, 16)            # partial-head RoPE on the distance task
