@@ -11,6 +11,10 @@ of the ``D`` devices of the row axis.
   keeps its row block of ``sqrt(P_a)`` and the row blocks of ``sqrt(P_b)`` travel around the
   devices (``lax.ppermute``), one ``[n/D, n/D]`` tile per step. At most three ``[n/D, V]`` blocks
   live on a device at once; no device holds all of ``P``.
+* :func:`sharded_sqrt_rows` places ``sqrt(P)`` row-split for the matrix-free functions:
+  :func:`sharded_mds_from_distributions` (top-``k`` MDS; ``S X`` stays row-split, ``S^T Y`` is
+  reduced over the devices) and :func:`sharded_stress_from_distributions` (exact tiles or
+  sampled pairs); no ``[n, n]`` array on any device.
 * :func:`sharded_hellinger_matrix` finishes as :func:`posjax.geometry.hellinger_matrix` does:
   ``D^2 = g_i + g_j - 2 G`` symmetrised, an exactly zero diagonal, pairs with ``D^2 < exact_tol``
   recomputed in the difference form ``sum_w (S_iw - S_jw)^2`` (spec geometry.md §3.2), then the
@@ -33,9 +37,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from posjax.geometry.gram import _NT, HIGHEST, pair_sq_distances
 from posjax.geometry.hellinger import (canonical_metric, chord_to_metric, debiased_sq,
                                        scatter_pairs, sq_chord_from_gram)
-from posjax.geometry.validation import check_row_sums
+from posjax.geometry.matrix_free import mds_from_distributions
+from posjax.geometry.sqrt_rows import SqrtRows
+from posjax.geometry.streaming_stress import stress_from_distributions
+from posjax.geometry.validation import check_row_sums, is_sparse
 
-__all__ = ["row_mesh", "sharded_bhattacharyya", "sharded_hellinger_matrix"]
+__all__ = ["row_mesh", "sharded_bhattacharyya", "sharded_hellinger_matrix", "sharded_sqrt_rows",
+           "sharded_mds_from_distributions", "sharded_stress_from_distributions"]
 
 
 
@@ -297,3 +305,56 @@ def sharded_hellinger_matrix(P: Any, *, mesh: Mesh | None = None,
         D2 = D2[:n, :n]
     return D2 if squared and metric == "chord" else chord_to_metric(D2, metric, fr_scale,
                                                                     squared=squared)
+
+
+# --- matrix-free geometry on row-split sqrt(P) ------------------------------------------------
+@jax.jit
+def _sqrt(x):
+    return jnp.sqrt(x)
+
+
+def sharded_sqrt_rows(P: Any, *, mesh: Mesh | None = None,
+                      axis: str | Sequence[str] | None = None, normalize: bool = False,
+                      validate: bool = True) -> SqrtRows:
+    """``sqrt(P)`` zero-padded to a multiple of the devices and split by rows over the mesh.
+
+    Args:
+      P: ``[n, V]`` probability rows (numpy, jax, scipy.sparse or BCOO; sparse input is
+        densified on the host first).
+      mesh, axis: the devices and the mesh axes the rows are split over.
+      normalize, validate: as in :func:`posjax.geometry.hellinger_matrix`.
+
+    Returns:
+      A dense :class:`~posjax.geometry.SqrtRows` for :func:`posjax.geometry.mds_from_distributions`
+      and :func:`posjax.geometry.stress_from_distributions`.
+    """
+    mesh, axes, D = _resolve(mesh, axis)
+    if is_sparse(P):
+        P = P.todense() if hasattr(P, "todense") else P.toarray()
+    if np.ndim(P) != 2:
+        raise ValueError(f"P must be a 2-D array [num_positions, vocab], got shape "
+                         f"{np.shape(P)}")
+    n = P.shape[0]
+    A = _place_rows(P, -(-n // D) * D, mesh, axes)
+    if validate or normalize:
+        A = _check_rows(A, n, "P", normalize)
+    return SqrtRows(_sqrt(A), n)
+
+
+def sharded_mds_from_distributions(P: Any, k: int, *, mesh: Mesh | None = None,
+                                   axis: str | Sequence[str] | None = None,
+                                   normalize: bool = False, validate: bool = True, **kwargs):
+    """:func:`posjax.geometry.mds_from_distributions` with the rows of ``sqrt(P)`` split over
+    the devices of ``mesh`` (the same result as on one device)."""
+    R = sharded_sqrt_rows(P, mesh=mesh, axis=axis, normalize=normalize, validate=validate)
+    return mds_from_distributions(R, k, **kwargs)
+
+
+def sharded_stress_from_distributions(P: Any, coords: Any, *, mesh: Mesh | None = None,
+                                      axis: str | Sequence[str] | None = None,
+                                      normalize: bool = False, validate: bool = True,
+                                      **kwargs):
+    """:func:`posjax.geometry.stress_from_distributions` with the rows of ``sqrt(P)`` split
+    over the devices of ``mesh`` (the same result as on one device)."""
+    R = sharded_sqrt_rows(P, mesh=mesh, axis=axis, normalize=normalize, validate=validate)
+    return stress_from_distributions(R, coords, **kwargs)
