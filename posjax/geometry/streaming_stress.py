@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from posjax.geometry.hellinger import _metric_from_sq, canonical_metric
-from posjax.geometry.sqrt_rows import SqrtRows, sqrt_rows
+from posjax.geometry.sqrt_rows import PAIR_CHUNK, SqrtRows, sqrt_rows
 from posjax.geometry.stress import cross_sq_distances
 from posjax.geometry.validation import check_coords
 
@@ -129,7 +129,8 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
       P: ``[n, V]`` probability rows (dense, BCOO, scipy.sparse) or a prepared
         :class:`~posjax.geometry.sqrt_rows.SqrtRows` (streamed from counts, or row-sharded).
       coords: ``[n, k]`` embedding (MDS coordinates, a PE table, RoPE orbit coordinates, ALiBi's
-        1-D positions as ``[n]``).
+        1-D positions as ``[n]``), or a list of them: each tile of ``S S^T`` (or each sampled
+        pair's distance) is then computed once for all, and a list of results is returned.
       scale: ``"raw"`` (``sum (e - D)^2 / sum D^2``) or ``"optimal"`` (``min_a`` of it).
       metric, fr_scale: the Hellinger metric of ``D`` (as in
         :func:`posjax.geometry.hellinger_matrix`).
@@ -139,7 +140,8 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
       normalize, validate: as in :func:`posjax.geometry.hellinger_matrix`.
 
     Returns:
-      The exact stress as a float, or with ``pairs`` a :class:`StressEstimate`
+      The exact stress as a float, or with ``pairs`` a :class:`StressEstimate` (a list of them
+      for a list of ``coords``)
       ``(value, ci_low, ci_high, half_width, num_pairs)`` with a 95 % interval.
 
     Raises:
@@ -153,9 +155,13 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
     if n < 2:
         raise ValueError(f"stress needs at least two positions, got n={n}")
     dtype = np.float64 if R.dtype == np.float64 else np.float32
-    X = np.asarray(check_coords(coords, n), dtype)
+    many = isinstance(coords, (list, tuple))
+    Xs = [np.asarray(check_coords(c, n), dtype) for c in (coords if many else [coords])]
+    if not Xs:
+        raise ValueError("coords is an empty list")
     if pairs is not None:
-        return _sampled(R, X, scale, metric, fr_scale, int(pairs), seed)
+        out = _sampled(R, Xs, scale, metric, fr_scale, int(pairs), seed)
+        return out if many else out[0]
     N = R.n_rows
     r = int(block_size) if block_size is not None else max(8, TILE_ENTRIES // N)
     if r < 1:
@@ -163,34 +169,46 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
     r = min(r, n)
     g = np.zeros(N, dtype)
     g[:n] = R.g
-    Xp = X if N == n else np.concatenate([X, np.zeros((N - n, X.shape[1]), dtype)])
-    g_j, X_j = jnp.asarray(g), jnp.asarray(Xp)
-    tot = np.zeros(4)
+    g_j = jnp.asarray(g)
+    X_js = [jnp.asarray(X if N == n else np.concatenate([X, np.zeros((N - n, X.shape[1]), dtype)]))
+            for X in Xs]
+    tot = np.zeros((len(Xs), 4))
     for lo in range(0, n, r):
         start = min(lo, n - r)
-        G = R.cross_gram(start, r)
-        sums = _tile_sums(G, g_j, g_j[start:start + r], X_j, X_j[start:start + r], start, lo, n,
-                          metric=metric, fr_scale=fr_scale)
-        tot += np.asarray([float(v) for v in sums])
-    sdd, see, sed, srr = tot
-    if sdd == 0.0:
+        G = R.cross_gram(start, r)  # one tile of S S^T serves every embedding
+        for e, X_j in enumerate(X_js):
+            sums = _tile_sums(G, g_j, g_j[start:start + r], X_j, X_j[start:start + r], start, lo,
+                              n, metric=metric, fr_scale=fr_scale)
+            tot[e] += np.asarray([float(v) for v in sums])
+    if tot[0, 0] == 0.0:
         raise ValueError("D is identically zero (all positions share one distribution); stress "
                          "is undefined")
-    return float(_stress_from_sums(sdd, see, sed, srr, scale))
+    out = [float(_stress_from_sums(*t, scale)) for t in tot]
+    return out if many else out[0]
 
 
-def _sampled(R: SqrtRows, X, scale, metric, fr_scale, M: int, seed: int) -> StressEstimate:
+def _sampled(R: SqrtRows, Xs, scale, metric, fr_scale, M: int, seed: int
+             ) -> list[StressEstimate]:
     if M < 2:
         raise ValueError(f"pairs must be >= 2, got {M}")
     I, J = (np.asarray(a) for a in sample_pairs(jax.random.key(seed), R.n, M))
-    dots = R.pair_dots(I, J).astype(X.dtype)
-    d, e = _pair_distances(dots, R.g[I].astype(X.dtype), R.g[J].astype(X.dtype), X[I], X[J],
-                           metric=metric, fr_scale=fr_scale)
-    if not float(jnp.max(d)) > 0:
+    dtype = Xs[0].dtype
+    dots = R.pair_dots(I, J).astype(dtype)
+    gI, gJ = R.g[I].astype(dtype), R.g[J].astype(dtype)
+    d = np.empty(M, dtype)
+    es = [np.empty(M, dtype) for _ in Xs]
+    for a in range(0, M, PAIR_CHUNK):  # bounded memory: [chunk, k] coordinate gathers
+        sl = slice(a, a + PAIR_CHUNK)
+        for X, e in zip(Xs, es):
+            dd, ee = _pair_distances(dots[sl], gI[sl], gJ[sl], X[I[sl]], X[J[sl]],
+                                     metric=metric, fr_scale=fr_scale)
+            d[sl], e[sl] = np.asarray(dd), np.asarray(ee)
+    if not float(d.max()) > 0:
         raise ValueError("every sampled pair has D = 0; stress is undefined")
-    est, se = (float(v) for v in jax.jit(pair_stress_estimate, static_argnames="scale")(
-        d, e, scale=scale))
-    h = Z95 * se
-    return StressEstimate(est, est - h, est + h, h, M)
-
-
+    est_fn = jax.jit(pair_stress_estimate, static_argnames="scale")
+    out = []
+    for e in es:
+        est, se = (float(v) for v in est_fn(jnp.asarray(d), jnp.asarray(e), scale=scale))
+        h = Z95 * se
+        out.append(StressEstimate(est, est - h, est + h, h, M))
+    return out

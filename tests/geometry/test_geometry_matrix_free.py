@@ -139,7 +139,12 @@ def test_exact_stress_matches_dense_float32():
         assert abs(got - ref) <= 1e-4 * ref
     # the MDS configuration of the geometry has a smaller stress than a random one
     mds = geo.mds_from_distributions(P, 4)
-    assert geo.stress_from_distributions(P, mds.coords) < geo.stress_from_distributions(P, X)
+    both = geo.stress_from_distributions(P, [mds.coords, X], block_size=70)
+    assert both == pytest.approx([geo.stress_from_distributions(P, mds.coords),
+                                  geo.stress_from_distributions(P, X)], rel=1e-5)
+    assert both[0] < both[1]
+    est = geo.stress_from_distributions(P, [mds.coords, X], pairs=5000, seed=4)
+    assert est[1] == geo.stress_from_distributions(P, X, pairs=5000, seed=4)
 
 
 def test_sampled_ci_coverage_vmapped(x64):
