@@ -3,6 +3,8 @@
 Usage::
 
     python -m benchmarks.geometry_scale [--quick] [--out DIR] [--sizes N:V,N:V] [--pairs M]
+    python -m benchmarks.geometry_scale --sizes 131072:32000 --dense-device --exact-max 0 \
+        --dense-max 0        # the GPU size (benchmarks/gpu_check.sh)
 
 For each size ``(n, V)`` a fresh subprocess (so that its peak resident memory is its own):
 
@@ -115,6 +117,14 @@ def run_size(n: int, V: int, args) -> list[dict[str, Any]]:
     R = geo.sqrt_rows_from_counts(zipf_count_blocks(n, V, args.samples, seed=args.seed), V)
     nnz_per_row = round(R.nnz / n, 1)
     row("counts -> sqrt(P) CSR (streamed)", time.perf_counter() - t)
+    if args.dense_device:  # the accelerator path: sqrt(P) dense in device memory, GEMM products
+        import jax
+        import jax.numpy as jnp
+
+        t = time.perf_counter()
+        S = jnp.concatenate([jnp.asarray(R.S[a:a + 4096].toarray()) for a in range(0, n, 4096)])
+        R = geo.SqrtRows(jax.block_until_ready(S), n, g=R.g, col_sum=R.col_sum)
+        row(f"sqrt(P) dense on {jax.devices()[0].platform}", time.perf_counter() - t)
 
     t = time.perf_counter()
     mds, info = geo.mds_from_distributions(R, K, seed=args.seed, return_info=True)
@@ -194,6 +204,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--max-pairs", type=int, default=3_200_000)
     ap.add_argument("--exact-max", type=int, default=16384, help="largest n of the exact stress")
     ap.add_argument("--dense-max", type=int, default=4096, help="largest n of the dense path")
+    ap.add_argument("--dense-device", action="store_true",
+                    help="hold sqrt(P) dense on the default device (GPU runs)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # n:V, in the subprocess
     args = ap.parse_args(argv)
@@ -214,6 +226,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     passthrough = [f"--samples={args.samples}", f"--pairs={args.pairs}",
                    f"--max-pairs={args.max_pairs}", f"--exact-max={args.exact_max}",
                    f"--dense-max={args.dense_max}", f"--seed={args.seed}"]
+    passthrough += ["--dense-device"] if args.dense_device else []
     for n, V in sizes:
         t = time.time()
         proc = subprocess.run([sys.executable, "-m", "benchmarks.geometry_scale",
