@@ -17,6 +17,8 @@
 #                                                                     -> pytest_gpu.{xml,json,log}
 #   3. geometry at n = 8192, V = 30522 (Hellinger vs GEMM roofline and torch.cdist, sharded path,
 #      classical MDS vs torch.linalg.eigh, SMACOF; benchmarks.gpu_geometry) -> geometry_gpu.json
+#   3b. long-context geometry at n = 131,072, V = 32,000 without [n, n] arrays (matrix-free MDS,
+#      sampled-pair stress; benchmarks.geometry_scale)                  -> geometry_scale.json
 #   4. training throughput and MFU of a BERT-base encoder (12 x 768, T = 512, batch 32) in bf16
 #      with cuDNN attention, one process per PE, against x-transformers on the same GPU
 #                                                  -> training_<pe>/training.json, training.json
@@ -31,7 +33,7 @@
 #      larger GPU_CHECK_BUDGET_S)                      -> experiments/<name>/{results.json,report.md}
 #   7. summary.json: exit status and seconds of every step.
 # GPU_CHECK_SKIP=geometry,training,... skips steps by the first word of their name (pytest,
-# geometry, training, xla, profile, ensemble, experiment).
+# geometry, geoscale, training, xla, profile, ensemble, experiment).
 # Without a CUDA-enabled JAX the script writes summary.json with "status": "no_cuda_jax" and exits
 # with status 3 instead of failing half-way. Dry run of the plumbing on a CPU machine:
 #   GPU_CHECK_ALLOW_CPU=1 GPU_CHECK_SMALL=1 bash benchmarks/gpu_check.sh
@@ -172,6 +174,15 @@ if [ -n "${GPU_CHECK_SMALL:-}" ]; then GEO="--n 256 --V 2048 --mds-n 256 --repea
   GEO="--n ${GEOMETRY_N:-8192} --V ${GEOMETRY_V:-30522} --mds-n ${GEOMETRY_N:-8192}"; fi
 # shellcheck disable=SC2086  # word splitting of the argument string is intended
 TAIL=12 step geometry 140 "$RES/geometry.log" "$PY" -m benchmarks.gpu_geometry $GEO --out "$RES"
+
+# --- 3b. long-context geometry without [n, n] matrices: n = 131,072, V = 32,000 ----------------
+# (top-16 matrix-free MDS + sampled-pair stress of three PEs, sqrt(P) dense in GPU memory; goal
+# <= 60 s for MDS + stress; benchmarks.geometry_scale)                  -> geometry_scale.json
+if [ -n "${GPU_CHECK_SMALL:-}" ]; then GSC="--sizes 2048:4000"; else
+  GSC="--sizes ${GEOSCALE_SIZES:-131072:32000} --exact-max 0"; fi
+# shellcheck disable=SC2086
+TAIL=16 step geoscale 150 "$RES/geometry_scale.log" "$PY" -m benchmarks.geometry_scale $GSC \
+  --dense-device --dense-max 0 --out "$RES"
 
 # --- 4. training throughput and MFU, one process per PE ----------------------------------------
 if [ -n "${GPU_CHECK_SMALL:-}" ]; then

@@ -117,11 +117,11 @@ def _timed_rounds(run_round, steps: int, rounds: int) -> tuple[list[float], list
 class PosjaxRunner:
     """The posjax encoder and its jitted training step (``posjax.training.make_train_step``)."""
 
-    def __init__(self, pe: str, size: dict, dtype: str, attention_impl: str | None, seed: int):
+    def __init__(self, pe: str, size: dict, dtype: str, attention_impl: str | None, seed: int,
+                 chunked_lm_loss: bool | None = None):
         import jax
         import jax.numpy as jnp
         import numpy as np
-        import optax
         from flax import nnx
 
         from posjax.models import LanguageModel, TransformerConfig
@@ -131,15 +131,14 @@ class PosjaxRunner:
         cfg = TransformerConfig(
             vocab_size=size["vocab_size"], num_layers=size["num_layers"],
             d_model=size["d_model"], num_heads=size["num_heads"], d_ff=size["d_ff"],
-            max_len=size["seq"], pe=pe, dtype=dtype, attention_impl=attention_impl)
+            max_len=size["seq"], pe=pe, dtype=dtype, attention_impl=attention_impl,
+            chunked_lm_loss=chunked_lm_loss)
         model = LanguageModel(cfg, rngs=nnx.Rngs(seed))
         tx = make_optimizer(TrainConfig(optimizer="adamw", learning_rate=1e-4,
                                         weight_decay=0.01))
 
-        def loss_fn(m, batch, key):
-            logits = m(batch["tokens"], deterministic=True)
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
-            return loss.mean(), {}
+        def loss_fn(m, batch, key):  # chunked or dense per cfg.chunked_lm_loss
+            return m.loss(batch["tokens"], batch["targets"], deterministic=True).mean(), {}
 
         self.graphdef, self.params, self.rest = nnx.split(model, nnx.Param, ...)
         self.opt_state = tx.init(self.params)
@@ -226,7 +225,8 @@ def _torch_available() -> str | None:
 
 def bench_pe(pe: str, size: dict, args, with_torch: bool) -> dict[str, Any]:
     tokens = size["batch"] * size["seq"]
-    px = PosjaxRunner(pe, size, args.dtype, args.attention_impl, args.seed)
+    px = PosjaxRunner(pe, size, args.dtype, args.attention_impl, args.seed,
+                      chunked_lm_loss=getattr(args, "chunked_ce", None))
     t0 = time.perf_counter()
     px.run(1)
     compile_s = time.perf_counter() - t0
@@ -310,6 +310,33 @@ def _set_threads(n: int | None) -> list[int] | None:
     return limit_threads(n)
 
 
+def lm_loss_memory(tokens: int = 16384, vocab: int = 30522, d: int = 768) -> dict[str, Any]:
+    """XLA's compiled temporary bytes of loss + gradients (hidden, weight, bias) of the
+    vocabulary projection and cross-entropy, dense ``[tokens, V]`` logits vs
+    :func:`posjax.training.chunked_cross_entropy` (BERT-base sizes by default; compiled only,
+    not run, on the current backend)."""
+    import jax
+    import jax.numpy as jnp
+
+    from posjax.training import chunked_cross_entropy, dense_cross_entropy
+    from posjax.training.chunked_ce import auto_chunk_size
+
+    shapes = (jax.ShapeDtypeStruct((tokens, d), jnp.float32),
+              jax.ShapeDtypeStruct((d, vocab), jnp.float32),
+              jax.ShapeDtypeStruct((vocab,), jnp.float32),
+              jax.ShapeDtypeStruct((tokens,), jnp.int32))
+    out: dict[str, Any] = {"tokens": tokens, "vocab": vocab, "d": d,
+                           "chunk_size": auto_chunk_size(tokens, vocab),
+                           "logits_f32_bytes": tokens * vocab * 4}
+    for name, fn in (("dense", dense_cross_entropy), ("chunked", chunked_cross_entropy)):
+        f = jax.jit(jax.value_and_grad(lambda h, W, b, y, fn=fn: fn(h, W, y, bias=b).mean(),
+                                       argnums=(0, 1, 2)))
+        mem = f.lower(*shapes).compile().memory_analysis()
+        out[f"{name}_temp_bytes"] = int(mem.temp_size_in_bytes)
+    out["temp_ratio"] = out["dense_temp_bytes"] / max(out["chunked_temp_bytes"], 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small model (< 3 min)")
@@ -336,6 +363,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     help="on CPU, keep freed host memory for reuse (glibc mallopt; both "
                          "libraries; default on)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chunked-ce", action=argparse.BooleanOptionalAction, default=None,
+                    help="chunked LM cross-entropy (default: the TransformerConfig choice, on "
+                         "from V = 8192)")
     args = ap.parse_args(argv)
 
     cpus = _set_threads(args.threads)
@@ -410,7 +440,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             "python": platform.python_version(), "platform": platform.platform(),
             "cpu_count": os.cpu_count(),
             "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-            "wall_s": time.time() - t0}
+            "wall_s": time.time() - t0,
+            "chunked_ce": args.chunked_ce, "lm_loss_memory": lm_loss_memory()}
     if with_torch:
         import torch
         import x_transformers

@@ -13,7 +13,8 @@ from posjax.distributed.training import (check_batch_divisible, param_name, para
                                          place_state, shard_batch, state_shardings,
                                          tensor_parallel_spec)
 from posjax.distributed.geometry import (row_mesh, sharded_bhattacharyya,
-                                         sharded_hellinger_matrix)
+                                         sharded_hellinger_matrix, sharded_mds_from_distributions,
+                                         sharded_sqrt_rows, sharded_stress_from_distributions)
 from posjax.distributed.counting import (sharded_positional_counts,
                                          sharded_positional_distributions)
 
@@ -21,6 +22,7 @@ __all__ = [
     "DATA", "MODEL", "check_batch_divisible", "data_sharding", "initialize", "is_main_process",
     "make_mesh", "mesh_summary", "param_name", "param_shardings", "place_state", "replicated",
     "row_mesh", "shard_batch", "sharded_bhattacharyya", "sharded_hellinger_matrix",
+    "sharded_mds_from_distributions", "sharded_sqrt_rows", "sharded_stress_from_distributions",
     "sharded_positional_counts", "sharded_positional_distributions", "state_shardings",
     "tensor_parallel_spec",
 ]

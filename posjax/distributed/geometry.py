@@ -11,6 +11,10 @@ of the ``D`` devices of the row axis.
   keeps its row block of ``sqrt(P_a)`` and the row blocks of ``sqrt(P_b)`` travel around the
   devices (``lax.ppermute``), one ``[n/D, n/D]`` tile per step. At most three ``[n/D, V]`` blocks
   live on a device at once; no device holds all of ``P``.
+* :func:`sharded_sqrt_rows` places ``sqrt(P)`` row-split for the matrix-free functions:
+  :func:`sharded_mds_from_distributions` (top-``k`` MDS; ``S X`` stays row-split, ``S^T Y`` is
+  reduced over the devices) and :func:`sharded_stress_from_distributions` (exact tiles or
+  sampled pairs); no ``[n, n]`` array on any device.
 * :func:`sharded_hellinger_matrix` finishes as :func:`posjax.geometry.hellinger_matrix` does:
   ``D^2 = g_i + g_j - 2 G`` symmetrised, an exactly zero diagonal, pairs with ``D^2 < exact_tol``
   recomputed in the difference form ``sum_w (S_iw - S_jw)^2`` (docs/design.md), then the
@@ -22,7 +26,6 @@ arXiv 2604.05217 (positional distributions, Eq. (3), Algorithm 1).
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Sequence
 
 import jax
@@ -31,13 +34,17 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["row_mesh", "sharded_bhattacharyya", "sharded_hellinger_matrix"]
+from posjax.geometry.gram import _NT, HIGHEST, pair_sq_distances
+from posjax.geometry.hellinger import (canonical_metric, chord_to_metric, debiased_sq,
+                                       scatter_pairs, sq_chord_from_gram)
+from posjax.geometry.matrix_free import mds_from_distributions
+from posjax.geometry.sqrt_rows import SqrtRows
+from posjax.geometry.streaming_stress import stress_from_distributions
+from posjax.geometry.validation import check_row_sums, is_sparse
 
-HIGHEST = lax.Precision.HIGHEST
-_NT = (((1,), (1,)), ((), ()))  # contract the last axis of both operands: A @ B^T
-_METRICS = {"chord": "chord", "euclidean": "chord", "normalized": "normalized",
-            "normalised": "normalized", "fr_arc": "fr_arc", "fisher_rao": "fisher_rao",
-            "fisher-rao": "fisher_rao"}
+__all__ = ["row_mesh", "sharded_bhattacharyya", "sharded_hellinger_matrix", "sharded_sqrt_rows",
+           "sharded_mds_from_distributions", "sharded_stress_from_distributions"]
+
 
 
 # --- mesh plumbing ----------------------------------------------------------------------------
@@ -127,31 +134,18 @@ def _row_stats(P):
 
 
 def _check_rows(P: jax.Array, n: int, name: str, normalize: bool) -> jax.Array:
-    """Validate (or normalise) the first ``n`` rows of a padded, row-sharded ``P``."""
+    """Validate (or normalise) the first ``n`` rows of a padded, row-sharded ``P`` with the
+    checks of :func:`posjax.geometry.validation.check_probabilities`."""
     has_nan, has_neg, sums = _row_stats(P)
     sums = np.asarray(sums)[:n]
-    if bool(has_nan):
-        raise ValueError(f"{name} contains NaN probabilities")
-    if not np.all(np.isfinite(sums)):
-        raise ValueError(f"{name} contains infinite probabilities")
-    if bool(has_neg):
-        raise ValueError(f"{name} contains negative probabilities")
-    zero = np.flatnonzero(sums <= 0)
-    if zero.size:
-        raise ValueError(f"{name} has all-zero rows (positions {zero[:10].tolist()}); an empty "
-                         "position has no distribution")
+    check_row_sums(sums, has_nan=bool(has_nan), has_neg=bool(has_neg),
+                   eps=float(jnp.finfo(P.dtype).eps), vocab=P.shape[1], name=name,
+                   require_one=not normalize)
     if normalize:
         scale = np.ones(P.shape[0], np.float64)
         scale[:n] = 1.0 / sums
         return jax.jit(lambda x, s: x * s[:, None], out_shardings=P.sharding)(
             P, jnp.asarray(scale, P.dtype))
-    eps = float(jnp.finfo(P.dtype).eps)
-    tol = max(1e-6, 64.0 * eps * math.sqrt(P.shape[1]))
-    bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
-    if bad.size:
-        raise ValueError(f"rows of {name} must sum to one (tolerance {tol:.1e}); {bad.size} rows "
-                         f"do not, e.g. row {int(bad[0])} sums to {float(sums[bad[0]]):.8g}; "
-                         "pass normalize=True to rescale")
     return P
 
 
@@ -180,18 +174,11 @@ def sharded_bhattacharyya(P_a: Any, P_b: Any | None = None, *, mesh: Mesh | None
 # --- Hellinger --------------------------------------------------------------------------------
 @functools.partial(jax.jit, static_argnames=("n", "sharding"))
 def _sq_from_gram(G, exact_tol, *, n, sharding):
-    """Symmetric squared chord with zero diagonal on the padded ``[n_pad, n_pad]`` grid, and the
-    mask of real upper-triangle pairs closer than ``exact_tol``."""
-    G = 0.5 * (G + G.T)
-    g = jnp.diagonal(G)
-    D2 = jnp.maximum(g[:, None] + g[None, :] - 2.0 * G, 0.0)
-    i = jnp.arange(G.shape[0])
-    D2 = jnp.where(i[:, None] == i[None, :], 0.0, D2)
-    real = (i[:, None] < n) & (i[None, :] < n)
-    near = real & (i[:, None] < i[None, :]) & (D2 < exact_tol)
-    D2 = lax.with_sharding_constraint(D2, sharding)
-    near = lax.with_sharding_constraint(near, sharding)
-    return D2, near, jnp.sum(near, dtype=jnp.int32)
+    """:func:`posjax.geometry.hellinger.sq_chord_from_gram` on the padded ``[n_pad, n_pad]``
+    grid (only the first ``n`` rows are real), results kept row-sharded."""
+    D2, near, count = sq_chord_from_gram(G, exact_tol, n)
+    return (lax.with_sharding_constraint(D2, sharding),
+            lax.with_sharding_constraint(near, sharding), count)
 
 
 @jax.jit
@@ -221,20 +208,6 @@ def _near_pairs(near, count: int, size: int) -> tuple[jax.Array, jax.Array]:
     return jnp.asarray(I), jnp.asarray(J)
 
 
-@jax.jit
-def _pair_sq(P, I, J):
-    k = P.shape[0]
-    si = jnp.sqrt(P[jnp.minimum(I, k - 1)])
-    sj = jnp.sqrt(P[jnp.minimum(J, k - 1)])
-    return jnp.sum(jnp.square(si - sj), axis=-1)
-
-
-@jax.jit
-def _scatter_pairs(D2, I, J, vals):
-    D2 = D2.at[I, J].set(vals, mode="drop")
-    return D2.at[J, I].set(vals, mode="drop")
-
-
 def _exact_fix(D2, near, count: int, P, V: int):
     """Recompute the flagged pairs in the difference form, in chunks of ``~2^23 / V`` pairs
     (only those rows are gathered from the devices that own them)."""
@@ -242,33 +215,12 @@ def _exact_fix(D2, near, count: int, P, V: int):
     I, J = _near_pairs(near, count, size)
     chunk = max(1, (1 << 23) // max(V, 1))
     chunk = 1 << max(0, (chunk.bit_length() - 1))  # a power of two: divides size or exceeds it
-    for start in range(0, size, chunk):
-        i, j = I[start:start + chunk], J[start:start + chunk]
-        D2 = _scatter_pairs(D2, i, j, _pair_sq(P, i, j).astype(D2.dtype))
-    return D2
+    return scatter_pairs(D2, I, J, pair_sq_distances(P, I, J, chunk=chunk).astype(D2.dtype))
 
 
 @functools.partial(jax.jit, static_argnames=("sharding",))
 def _debiased_sq(C, *, sharding):
-    C = 0.5 * (C + C.T)
-    d = jnp.diagonal(C)
-    denom = jnp.sqrt(d[:, None] * d[None, :])
-    bc = jnp.clip(jnp.where(denom > 0, C / jnp.where(denom > 0, denom, 1.0), 0.0), 0.0, 1.0)
-    D2 = 2.0 - 2.0 * bc
-    return lax.with_sharding_constraint(jnp.where(jnp.eye(C.shape[0], dtype=bool), 0.0, D2),
-                                        sharding)
-
-
-@functools.partial(jax.jit, static_argnames=("metric", "scale", "squared"))
-def _finish(D2, *, metric, scale, squared):
-    chord = jnp.sqrt(jnp.maximum(D2, 0))
-    if metric == "chord":
-        D = chord
-    elif metric == "normalized":
-        D = chord / math.sqrt(2.0)
-    else:
-        D = 2.0 * scale * jnp.arcsin(jnp.clip(chord / 2.0, 0.0, 1.0))
-    return jnp.square(D) if squared else D
+    return lax.with_sharding_constraint(debiased_sq(C), sharding)
 
 
 def sharded_hellinger_matrix(P: Any, *, mesh: Mesh | None = None,
@@ -306,14 +258,9 @@ def sharded_hellinger_matrix(P: Any, *, mesh: Mesh | None = None,
       ValueError: invalid probabilities, unknown metric or debias mode, mismatched halves, or
         (split-half) a position whose halves share no token.
     """
-    try:
-        metric = _METRICS[str(metric).lower()]
-    except KeyError:
-        raise ValueError(f"unknown Hellinger metric {metric!r}; choose one of "
-                         f"{sorted(_METRICS)}") from None
+    metric = canonical_metric(metric)
     if debias not in ("none", "split_half"):
         raise ValueError(f"debias must be 'none' or 'split_half', got {debias!r}")
-    scale = (2.0 if metric == "fisher_rao" else 1.0) if fr_scale is None else float(fr_scale)
     mesh, axes, D = _resolve(mesh, axis)
     if debias == "split_half":
         if halves is None:
@@ -356,5 +303,58 @@ def sharded_hellinger_matrix(P: Any, *, mesh: Mesh | None = None,
             D2 = _exact_fix(D2, near, count, A, V)
     if n != n_pad:
         D2 = D2[:n, :n]
-    return D2 if squared and metric == "chord" else _finish(D2, metric=metric, scale=scale,
-                                                            squared=squared)
+    return D2 if squared and metric == "chord" else chord_to_metric(D2, metric, fr_scale,
+                                                                    squared=squared)
+
+
+# --- matrix-free geometry on row-split sqrt(P) ------------------------------------------------
+@jax.jit
+def _sqrt(x):
+    return jnp.sqrt(x)
+
+
+def sharded_sqrt_rows(P: Any, *, mesh: Mesh | None = None,
+                      axis: str | Sequence[str] | None = None, normalize: bool = False,
+                      validate: bool = True) -> SqrtRows:
+    """``sqrt(P)`` zero-padded to a multiple of the devices and split by rows over the mesh.
+
+    Args:
+      P: ``[n, V]`` probability rows (numpy, jax, scipy.sparse or BCOO; sparse input is
+        densified on the host first).
+      mesh, axis: the devices and the mesh axes the rows are split over.
+      normalize, validate: as in :func:`posjax.geometry.hellinger_matrix`.
+
+    Returns:
+      A dense :class:`~posjax.geometry.SqrtRows` for :func:`posjax.geometry.mds_from_distributions`
+      and :func:`posjax.geometry.stress_from_distributions`.
+    """
+    mesh, axes, D = _resolve(mesh, axis)
+    if is_sparse(P):
+        P = P.todense() if hasattr(P, "todense") else P.toarray()
+    if np.ndim(P) != 2:
+        raise ValueError(f"P must be a 2-D array [num_positions, vocab], got shape "
+                         f"{np.shape(P)}")
+    n = P.shape[0]
+    A = _place_rows(P, -(-n // D) * D, mesh, axes)
+    if validate or normalize:
+        A = _check_rows(A, n, "P", normalize)
+    return SqrtRows(_sqrt(A), n)
+
+
+def sharded_mds_from_distributions(P: Any, k: int, *, mesh: Mesh | None = None,
+                                   axis: str | Sequence[str] | None = None,
+                                   normalize: bool = False, validate: bool = True, **kwargs):
+    """:func:`posjax.geometry.mds_from_distributions` with the rows of ``sqrt(P)`` split over
+    the devices of ``mesh`` (the same result as on one device)."""
+    R = sharded_sqrt_rows(P, mesh=mesh, axis=axis, normalize=normalize, validate=validate)
+    return mds_from_distributions(R, k, **kwargs)
+
+
+def sharded_stress_from_distributions(P: Any, coords: Any, *, mesh: Mesh | None = None,
+                                      axis: str | Sequence[str] | None = None,
+                                      normalize: bool = False, validate: bool = True,
+                                      **kwargs):
+    """:func:`posjax.geometry.stress_from_distributions` with the rows of ``sqrt(P)`` split
+    over the devices of ``mesh`` (the same result as on one device)."""
+    R = sharded_sqrt_rows(P, mesh=mesh, axis=axis, normalize=normalize, validate=validate)
+    return stress_from_distributions(R, coords, **kwargs)

@@ -24,6 +24,10 @@ from posjax.geometry.distributions import counts_summary, positional_distributio
 from posjax.geometry.eigensolvers import eigh_descending, top_eigh
 from posjax.geometry.hellinger import (METRICS, bhattacharyya_matrix, canonical_metric,
                                        hellinger_matrix, split_half_hellinger)
+from posjax.geometry.matrix_free import b_trace, mds_from_distributions, topk_spectrum_report
+from posjax.geometry.sqrt_rows import SqrtRows, sqrt_rows, sqrt_rows_from_counts
+from posjax.geometry.streaming_stress import (StressEstimate, pair_stress_estimate, sample_pairs,
+                                              stress_from_distributions)
 from posjax.geometry.lowrank import (break_even_rank, lift_matrix, lift_to_width,
                                      low_rank_factors, param_count)
 from posjax.geometry.mds import (EuclideanCheck, MDSResult, center_gram, check_euclidean,
@@ -42,6 +46,10 @@ __all__ = [
     "effective_rank",
     # stress
     "stress", "optimal_scale", "strain", "smacof", "guttman_transform", "pairwise_distances",
+    # matrix-free (no [n, n] array)
+    "mds_from_distributions", "stress_from_distributions", "StressEstimate", "b_trace",
+    "topk_spectrum_report", "SqrtRows", "sqrt_rows", "sqrt_rows_from_counts", "sample_pairs",
+    "pair_stress_estimate",
     # adapters
     "encoding_distances", "dist_mds", "dist_learned", "dist_sinusoidal", "dist_rope",
     "dist_alibi", "dist_bias", "dist_nope", "alibi_mean_slope",

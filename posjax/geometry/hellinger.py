@@ -33,7 +33,8 @@ from posjax.geometry import gram as _gram
 from posjax.geometry.validation import check_probabilities, is_sparse, is_tracer, to_bcoo
 
 __all__ = ["METRICS", "canonical_metric", "hellinger_matrix", "split_half_hellinger",
-           "bhattacharyya_matrix", "chord_to_metric"]
+           "bhattacharyya_matrix", "chord_to_metric", "sq_chord_from_gram", "scatter_pairs",
+           "debiased_sq"]
 
 METRICS = ("chord", "normalized", "fr_arc", "fisher_rao")
 _ALIASES = {"chord": "chord", "euclidean": "chord", "normalized": "normalized",
@@ -50,11 +51,13 @@ def canonical_metric(metric: str) -> str:
                          f"{sorted(_ALIASES)}") from None
 
 
-def chord_to_metric(D2: jax.Array, metric: str = "chord", fr_scale: float | None = None
-                    ) -> jax.Array:
-    """Convert squared chord distances to the requested metric (see module docstring)."""
+def chord_to_metric(D2: jax.Array, metric: str = "chord", fr_scale: float | None = None, *,
+                    squared: bool = False) -> jax.Array:
+    """Convert squared chord distances to the requested metric (see module docstring); with
+    ``squared=True`` return the squared metric."""
     return _chord_to_metric(D2, metric=canonical_metric(metric),
-                            fr_scale=None if fr_scale is None else float(fr_scale))
+                            fr_scale=None if fr_scale is None else float(fr_scale),
+                            squared=bool(squared))
 
 
 @functools.partial(jax.jit, static_argnames=("metric", "fr_scale", "squared"))
@@ -73,17 +76,27 @@ def _metric_from_sq(D2, metric, fr_scale):
     return 2.0 * scale * jnp.arcsin(jnp.clip(chord / 2.0, 0.0, 1.0))
 
 
-@jax.jit
-def _sq_from_gram(G: jax.Array, exact_tol: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Squared chord from a Gram matrix, symmetric with zero diagonal, and the near mask."""
+def sq_chord_from_gram(G: jax.Array, exact_tol: jax.Array, n: int | None = None
+                       ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Squared chord ``D^2 = g_i + g_j - 2 G`` from a Gram matrix (traceable, not jitted).
+
+    ``G`` is symmetrised, ``D^2`` clamped at 0 with an exactly zero diagonal. Also returns the
+    mask of upper-triangle pairs among the first ``n`` rows (default: all; the rest are padding,
+    as in the row-sharded layout) with ``D^2 < exact_tol``, and its count.
+    """
     G = 0.5 * (G + G.T)
     g = jnp.diagonal(G)
     D2 = jnp.maximum(g[:, None] + g[None, :] - 2.0 * G, 0.0)
-    eye = jnp.eye(G.shape[0], dtype=bool)
-    D2 = jnp.where(eye, 0.0, D2)
-    upper = jnp.triu(jnp.ones(G.shape, bool), k=1)
+    i = jnp.arange(G.shape[0])
+    D2 = jnp.where(i[:, None] == i[None, :], 0.0, D2)
+    upper = i[:, None] < i[None, :]
+    if n is not None and n < G.shape[0]:
+        upper = upper & (i[None, :] < n)
     near = upper & (D2 < exact_tol)
-    return D2, near, jnp.sum(near)
+    return D2, near, jnp.sum(near, dtype=jnp.int32)
+
+
+_sq_from_gram = jax.jit(sq_chord_from_gram, static_argnames=("n",))
 
 
 @functools.partial(jax.jit, static_argnames=("size",))
@@ -93,7 +106,8 @@ def _near_pairs(near: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
 
 
 @jax.jit
-def _scatter_pairs(D2: jax.Array, I: jax.Array, J: jax.Array, vals: jax.Array) -> jax.Array:
+def scatter_pairs(D2: jax.Array, I: jax.Array, J: jax.Array, vals: jax.Array) -> jax.Array:
+    """``D2[I, J] = D2[J, I] = vals`` (out-of-range ids are padding and dropped)."""
     D2 = D2.at[I, J].set(vals, mode="drop")
     return D2.at[J, I].set(vals, mode="drop")
 
@@ -106,7 +120,7 @@ def _exact_fix(D2, near, count, source, *, max_row_nnz=None):
     size = 1 << max(0, (count - 1).bit_length())  # pad to a power of two: few recompiles
     I, J = _near_pairs(near, size)
     vals = _gram.pair_sq_distances(source, I, J, max_row_nnz=max_row_nnz).astype(D2.dtype)
-    return _scatter_pairs(D2, I, J, vals)
+    return scatter_pairs(D2, I, J, vals)
 
 
 def _prepare(P: Any, name: str, normalize: bool, validate: bool):
@@ -225,7 +239,7 @@ def hellinger_matrix(P: Any, *, metric: str = "chord", fr_scale: float | None = 
             # Traced under an outer jit: fix up to n near pairs (the usual case: duplicates).
             I, J = _near_pairs(near, D2.shape[0])
             vals = _gram.pair_sq_distances(source, I, J, **fix_kw).astype(D2.dtype)
-            D2 = _scatter_pairs(D2, I, J, vals)
+            D2 = scatter_pairs(D2, I, J, vals)
         else:
             D2 = _exact_fix(D2, near, count, source, **fix_kw)
     return D2 if squared and metric == "chord" else _finish(D2, metric, fr_scale, squared)
@@ -236,14 +250,20 @@ def _finish(D2, metric, fr_scale, squared):
                             float(fr_scale), squared=squared)
 
 
-@jax.jit
-def _debiased_sq(C: jax.Array) -> jax.Array:
+def debiased_sq(C: jax.Array) -> jax.Array:
+    """Split-half squared chord ``2 - 2 clip(C_ij / sqrt(C_ii C_jj), 0, 1)`` from the cross-half
+    Gram ``C`` (symmetrised), zero diagonal; pairs with ``C_ii C_jj = 0`` (padding rows) get
+    ``BC~ = 0`` instead of NaN. Traceable, not jitted."""
     C = 0.5 * (C + C.T)
     d = jnp.diagonal(C)
-    bc = jnp.clip(C / jnp.sqrt(d[:, None] * d[None, :]), 0.0, 1.0)
+    denom = jnp.sqrt(d[:, None] * d[None, :])
+    ok = denom > 0
+    bc = jnp.clip(jnp.where(ok, C / jnp.where(ok, denom, 1.0), 0.0), 0.0, 1.0)
     D2 = 2.0 - 2.0 * bc
-    D2 = jnp.where(jnp.eye(C.shape[0], dtype=bool), 0.0, D2)
-    return D2
+    return jnp.where(jnp.eye(C.shape[0], dtype=bool), 0.0, D2)
+
+
+_debiased_sq = jax.jit(debiased_sq)
 
 
 def split_half_hellinger(P_a: Any, P_b: Any, *, metric: str = "chord",

@@ -25,7 +25,7 @@ from jax import lax
 from posjax.geometry.validation import (as_float_array, check_coords, check_distance_matrix,
                                         check_square_symmetric, is_tracer)
 
-__all__ = ["STRESS_SCALES", "pairwise_distances", "stress", "optimal_scale", "strain"]
+__all__ = ["STRESS_SCALES", "pairwise_distances", "cross_sq_distances", "stress", "optimal_scale", "strain"]
 
 STRESS_SCALES = ("raw", "optimal", "max_normalized")
 _SCALE_ALIASES = {"raw": "raw", "optimal": "optimal", "optimal_scale": "optimal",
@@ -39,27 +39,36 @@ _DIRECT_MAX = 1 << 24
 _PER_COLUMN_MAX = 16
 
 
-@jax.jit
-def pairwise_distances(X: jax.Array) -> jax.Array:
-    """Euclidean distances ``e [n, n]`` between the rows of ``X [n, k]`` (exact zero diagonal).
+def cross_sq_distances(X: jax.Array, Y: jax.Array) -> jax.Array:
+    """Squared Euclidean distances ``[n, m]`` between the rows of ``X [n, k]`` and ``Y [m, k]``
+    (traceable, not jitted).
 
     Up to 16 columns (MDS configurations) and for small problems the exact difference form
-    ``sqrt(sum_c (x_ic - x_jc)^2)`` is used (accumulated column by column, which XLA fuses into
-    one pass); otherwise the GEMM form ``|x_i|^2 + |x_j|^2 - 2 x_i . x_j`` (clamped at 0).
+    ``sum_c (x_ic - y_jc)^2`` is used (accumulated column by column, which XLA fuses into one
+    pass); otherwise the GEMM form ``|x_i|^2 + |y_j|^2 - 2 x_i . y_j`` (clamped at 0).
     """
     n, k = X.shape
+    m = Y.shape[0]
     if k <= _PER_COLUMN_MAX:
-        acc = jnp.zeros((n, n), X.dtype)
+        acc = jnp.zeros((n, m), jnp.result_type(X, Y))
         for c in range(k):
-            d = X[:, c][:, None] - X[:, c][None, :]
+            d = X[:, c][:, None] - Y[:, c][None, :]
             acc = acc + d * d
-        return jnp.sqrt(acc)
-    if n * n * k <= _DIRECT_MAX:
-        diff = X[:, None, :] - X[None, :, :]
-        return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
-    sq = jnp.sum(X * X, axis=1)
-    d2 = sq[:, None] + sq[None, :] - 2.0 * jnp.matmul(X, X.T, precision=HIGHEST)
-    d2 = jnp.where(jnp.eye(n, dtype=bool), 0.0, jnp.maximum(d2, 0.0))
+        return acc
+    if n * m * k <= _DIRECT_MAX:
+        diff = X[:, None, :] - Y[None, :, :]
+        return jnp.sum(diff * diff, axis=-1)
+    d2 = (jnp.sum(X * X, axis=1)[:, None] + jnp.sum(Y * Y, axis=1)[None, :]
+          - 2.0 * jnp.matmul(X, Y.T, precision=HIGHEST))
+    return jnp.maximum(d2, 0.0)
+
+
+@jax.jit
+def pairwise_distances(X: jax.Array) -> jax.Array:
+    """Euclidean distances ``e [n, n]`` between the rows of ``X [n, k]`` (exact zero diagonal,
+    exactly symmetric); see :func:`cross_sq_distances` for the forms used."""
+    d2 = cross_sq_distances(X, X)
+    d2 = jnp.where(jnp.eye(X.shape[0], dtype=bool), 0.0, d2)
     return jnp.sqrt(0.5 * (d2 + d2.T))
 
 

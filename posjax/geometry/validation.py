@@ -19,6 +19,7 @@ from jax.experimental import sparse as jsparse
 __all__ = [
     "as_float_array", "is_tracer", "is_sparse", "to_bcoo", "check_probabilities",
     "check_distance_matrix", "check_square_symmetric", "check_coords", "float_eps",
+    "check_row_sums",
 ]
 
 
@@ -125,6 +126,29 @@ def check_probabilities(P: Any, name: str = "P", *, normalize: bool = False,
     if is_tracer(P) or (isinstance(P, jsparse.BCOO) and is_tracer(P.data)):
         return P
     sums, has_nan, has_neg, eps = _row_sums_and_stats(P)
+    check_row_sums(sums, has_nan=has_nan, has_neg=has_neg, eps=eps, vocab=P.shape[1], name=name,
+                   require_one=not normalize, atol=atol)
+    if normalize:
+        if isinstance(P, jsparse.BCOO):
+            scale = jnp.asarray(1.0 / sums, P.dtype)
+            return jsparse.BCOO((P.data * scale[P.indices[:, 0]], P.indices), shape=P.shape,
+                                indices_sorted=P.indices_sorted, unique_indices=P.unique_indices)
+        return P / jnp.asarray(sums, P.dtype)[:, None]
+    return P
+
+
+def check_row_sums(sums: np.ndarray, *, has_nan: bool, has_neg: bool, eps: float, vocab: int,
+                   name: str = "P", require_one: bool = True, atol: float | None = None) -> None:
+    """Raise ValueError for NaN, infinite or negative probabilities, empty rows, or (with
+    ``require_one``) row sums off one by more than ``atol`` (default
+    ``max(1e-6, 64 * eps * sqrt(vocab))``).
+
+    Args:
+      sums: ``[n]`` host row sums.
+      has_nan, has_neg: whether any entry is NaN / negative.
+      eps: machine epsilon of the probabilities' dtype.
+      vocab: the number of columns ``V``.
+    """
     if has_nan:
         raise ValueError(f"{name} contains NaN probabilities")
     if not np.all(np.isfinite(sums)):
@@ -136,20 +160,15 @@ def check_probabilities(P: Any, name: str = "P", *, normalize: bool = False,
         raise ValueError(f"{name} has all-zero rows (positions {zero[:10].tolist()}"
                          f"{'...' if zero.size > 10 else ''}); an empty position has no "
                          "distribution")
-    if normalize:
-        if isinstance(P, jsparse.BCOO):
-            scale = jnp.asarray(1.0 / sums, P.dtype)
-            return jsparse.BCOO((P.data * scale[P.indices[:, 0]], P.indices), shape=P.shape,
-                                indices_sorted=P.indices_sorted, unique_indices=P.unique_indices)
-        return P / jnp.asarray(sums, P.dtype)[:, None]
-    tol = atol if atol is not None else max(1e-6, 64.0 * eps * float(np.sqrt(P.shape[1])))
+    if not require_one:
+        return
+    tol = atol if atol is not None else max(1e-6, 64.0 * eps * float(np.sqrt(vocab)))
     bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
     if bad.size:
         worst = bad[np.argmax(np.abs(sums[bad] - 1.0))]
         raise ValueError(
             f"rows of {name} must sum to one (tolerance {tol:.1e}); {bad.size} rows do not, e.g. "
             f"row {int(worst)} sums to {float(sums[worst]):.8g}; pass normalize=True to rescale")
-    return P
 
 
 def _square_symmetric_stats(M: jax.Array, name: str, atol: float | None):

@@ -9,6 +9,8 @@ import jax.numpy as jnp
 from posjax.config_types import check_field_types
 
 ACTIVATIONS = ("gelu", "relu", "silu")
+#: ``chunked_lm_loss=None`` selects the chunked loss from this vocabulary size on.
+CHUNKED_LM_LOSS_MIN_VOCAB = 8192
 
 
 def _freeze(value: Any) -> Any:
@@ -81,6 +83,11 @@ class TransformerConfig:
         (``jax.nn.dot_product_attention``'s fused kernel, falling back to XLA where it cannot run).
       kv_source: "residual" (standard) or "embeddings" (K and V from the layer-0 input in every
         layer: a quirk of arXiv 2505.13027's code).
+      chunked_lm_loss: how :meth:`LanguageModel.loss` computes the vocabulary projection and
+        cross-entropy: True uses :func:`posjax.training.chunked_cross_entropy` (token chunks,
+        recomputed in the backward pass; the ``[tokens, V]`` float32 logits never exist), False
+        the dense logits; None (default) chooses chunked when ``vocab_size >= 8192``
+        (:data:`CHUNKED_LM_LOSS_MIN_VOCAB`).
     """
 
     vocab_size: int = 128
@@ -105,6 +112,7 @@ class TransformerConfig:
     input_dim: int | None = None
     attention_impl: str | None = None
     kv_source: str = "residual"
+    chunked_lm_loss: bool | None = None
 
     def __post_init__(self):
         check_field_types(self, "TransformerConfig.")
@@ -121,6 +129,9 @@ class TransformerConfig:
                 raise ValueError(f"TransformerConfig.{name} must be in [0, 1), got {v}")
         if self.dtype not in ("float32", "bfloat16", "float16", "float64"):
             raise ValueError(f"unsupported dtype {self.dtype!r}")
+        if self.chunked_lm_loss not in (None, True, False):
+            raise ValueError(f"chunked_lm_loss must be None, True or False, got "
+                             f"{self.chunked_lm_loss!r}")
         if self.lm_head_dtype not in ("compute", "float32"):
             raise ValueError(f"lm_head_dtype must be 'compute' or 'float32', "
                              f"got {self.lm_head_dtype!r}")

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from posjax.models.attention import dense
-from posjax.models.config import TransformerConfig
+from posjax.models.config import CHUNKED_LM_LOSS_MIN_VOCAB, TransformerConfig
 from posjax.models.transformer import Transformer
 
 POOLINGS = ("cls", "mean", "last")
@@ -94,3 +94,37 @@ class LanguageModel(nnx.Module):
                           padding_mask=padding_mask, deterministic=deterministic, rngs=rngs,
                           head_mask=head_mask, return_attention=return_attention,
                           hidden_dtype=self.head_dtype)
+
+    def loss(self, tokens, targets, *, positions=None, padding_mask=None, deterministic=True,
+             rngs=None, head_mask=None, chunk_size=None):
+        """Per-token cross-entropy ``[B, T]`` (float32) of ``targets [B, T]``.
+
+        With ``config.chunked_lm_loss`` (or, when None, ``vocab_size >= 8192``) the vocabulary
+        projection and the loss run through :func:`posjax.training.chunked_cross_entropy`, so the
+        ``[B * T, V]`` logits are never materialised; otherwise the logits of ``__call__`` are
+        used. Both give the same values and gradients (to float32 round-off).
+        """
+        chunked = self.config.chunked_lm_loss
+        if chunked is None:
+            chunked = self.config.vocab_size >= CHUNKED_LM_LOSS_MIN_VOCAB
+        targets = jnp.asarray(targets)
+        if not chunked:
+            logits = self(tokens, positions=positions, padding_mask=padding_mask,
+                          deterministic=deterministic, rngs=rngs, head_mask=head_mask)
+            z = logits.reshape(-1, logits.shape[-1])
+            lse = jax.nn.logsumexp(z, axis=-1)
+            picked = jnp.take_along_axis(z, targets.reshape(-1, 1).astype(jnp.int32), -1)[:, 0]
+            return (lse - picked).reshape(targets.shape)
+        from posjax.training.chunked_ce import chunked_cross_entropy  # noqa: PLC0415
+
+        hidden = self.transformer(tokens, positions=positions, padding_mask=padding_mask,
+                                  deterministic=deterministic, rngs=rngs, head_mask=head_mask)
+        flat = hidden.reshape(-1, hidden.shape[-1]).astype(self.head_dtype)
+        if self.tie_embeddings:
+            weight, bias = self.transformer.embed.embedding[...].astype(self.head_dtype).T, None
+        else:
+            weight = self.head.kernel[...].astype(self.head_dtype)
+            bias = None if self.head.bias is None else self.head.bias[...]
+        losses = chunked_cross_entropy(flat, weight, targets.reshape(-1), bias=bias,
+                                       chunk_size=chunk_size)
+        return losses.reshape(targets.shape)
