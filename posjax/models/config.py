@@ -6,7 +6,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-ACTIVATIONS = ("gelu", "relu", "silu")
+ACTIVATIONS = ("gelu", "relu", "silu", "gelu_exact")
 
 
 def _freeze(value: Any) -> Any:
@@ -79,6 +79,12 @@ class TransformerConfig:
         (``jax.nn.dot_product_attention``'s fused kernel, falling back to XLA where it cannot run).
       kv_source: "residual" (standard) or "embeddings" (K and V from the layer-0 input in every
         layer: a quirk of arXiv 2505.13027's code).
+      norm_eps: epsilon of every LayerNorm (BERT checkpoints: 1e-12; RoBERTa: 1e-5).
+      type_vocab_size: > 0 adds a token-type (segment) embedding table added to the token
+        embeddings (BERT, arXiv 1810.04805 Sec. 3); type 0 unless ``token_type_ids`` are given.
+      embed_norm: a LayerNorm on the summed input embeddings (token + type + additive PE), before
+        the first block (BERT/RoBERTa).
+      ("gelu_exact" is the erf form of GELU used by BERT checkpoints; "gelu" is the tanh form.)
     """
 
     vocab_size: int = 128
@@ -103,6 +109,9 @@ class TransformerConfig:
     input_dim: int | None = None
     attention_impl: str | None = None
     kv_source: str = "residual"
+    norm_eps: float = 1e-6
+    type_vocab_size: int = 0
+    embed_norm: bool = False
 
     def __post_init__(self):
         for name in ("num_layers", "d_model", "num_heads", "d_ff", "max_len"):
@@ -127,6 +136,11 @@ class TransformerConfig:
             raise ValueError(f"attention_impl must be None, 'xla' or 'cudnn', got {self.attention_impl!r}")
         if self.kv_source not in ("residual", "embeddings"):
             raise ValueError(f"kv_source must be 'residual' or 'embeddings', got {self.kv_source!r}")
+        if not self.norm_eps > 0:
+            raise ValueError(f"TransformerConfig.norm_eps must be > 0, got {self.norm_eps}")
+        if self.type_vocab_size < 0:
+            raise ValueError(f"TransformerConfig.type_vocab_size must be >= 0, "
+                             f"got {self.type_vocab_size}")
         object.__setattr__(self, "pe_options", PEOptions(self.pe_options))
 
     @property
