@@ -340,3 +340,34 @@ class LongRoPE(_ScaledRoPE):
         if m != 1.0:
             q, k = q * jnp.asarray(m, q.dtype), k * jnp.asarray(m, k.dtype)
         return q, k
+
+
+@dataclasses.dataclass(frozen=True)
+class ProportionalOptions(LinearScalingOptions):
+    """RoPE options plus ``proportion`` p and ``factor`` s: the first floor(p d_h / 2) pairs
+    rotate with theta_k = base^(-2k / d_h) / s (exponent over the full head dim), the other
+    pairs do not rotate; pairs span the whole head (``rotary_fraction`` must stay 1)."""
+
+    factor: float = 1.0
+    proportion: float = 1.0
+
+    def validate(self, ctx: PEContext) -> None:
+        super().validate(ctx)
+        if not 0.0 <= self.proportion <= 1.0:
+            raise ValueError(f"proportion must be in [0, 1], got {self.proportion}")
+        if self.rotary_fraction != 1.0:
+            raise ValueError("rope_proportional keeps rotary_fraction=1 (use proportion)")
+
+
+@register("rope_proportional", options=ProportionalOptions,
+          paper="proportional RoPE of Hugging Face transformers (rope_type 'proportional'); "
+                "RoPE: Su et al., arXiv 2104.09864")
+class RoPEProportional(_ScaledRoPE):
+    """RoPE whose low-frequency pairs are left unrotated (hook ``rotate``); relative."""
+
+    def frequencies(self) -> jax.Array:
+        o = self.options
+        head = self.ctx.head_dim
+        rotated = int(o.proportion * head // 2)
+        theta = rope_frequencies(head, o.base)
+        return jnp.where(jnp.arange(head // 2) < rotated, theta, 0.0) / o.factor
