@@ -9,6 +9,14 @@
 
 See ``docs/pretrained.md``.
 """
+from posjax.pretrained.convert import (MaskedLMHead, PoolerHead, hf_transformer_config, load_hf,
+                                       param_count)
+from posjax.pretrained.hub import load_checkpoint, read_config, read_weights, resolve
 from posjax.pretrained.rope_config import ROPE_TYPES, rope_from_hf_config, rope_head_dim
+from posjax.pretrained.tables import position_table, table_offset
+from posjax.pretrained.tiny import ARCHITECTURES, write_tiny_checkpoint
 
-__all__ = ["ROPE_TYPES", "rope_from_hf_config", "rope_head_dim"]
+__all__ = ["ARCHITECTURES", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "hf_transformer_config",
+           "load_checkpoint", "load_hf", "param_count", "position_table", "read_config",
+           "read_weights", "resolve", "rope_from_hf_config", "rope_head_dim", "table_offset",
+           "write_tiny_checkpoint"]
