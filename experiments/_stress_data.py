@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 from typing import Any
 
 import numpy as np
@@ -138,17 +137,13 @@ def _subsample(data, limit: int | None, seed: int):
 
 def prepare_text(cfg: Any, out_dir: str) -> Prepared:
     """SST-2 / IMDB: load, tokenise (train split -> geometry corpus; model arrays)."""
-    from posjax.data.text import load_text_classification, vocab_tokenizer, wordpiece_tokenizer
+    from posjax.data.text import load_text_classification
 
     kw = {"data_dir": cfg.data_dir, "hub_timeout": cfg.hub_timeout}
     train = load_text_classification(cfg.dataset, "train", **kw)
     test = load_text_classification(cfg.dataset, TEXT_EVAL_SPLIT[cfg.dataset], **kw)
-    if cfg.vocab_file:
-        tok = vocab_tokenizer(cfg.vocab_file)
-    else:
-        name = f"{cfg.dataset}-v{cfg.tokenizer_vocab}-{_texts_digest(train.texts)}.json"
-        cache = os.path.join(out_dir, "tokenizer", name)
-        tok = wordpiece_tokenizer(train.texts, vocab_size=cfg.tokenizer_vocab, cache_path=cache)
+    from experiments._stress_pretrained import text_tokenizer
+    tok = text_tokenizer(cfg, train.texts, out_dir, cfg.dataset)
     geo = tok.encode(train.texts, cfg.num_positions, keep_special=cfg.keep_special)
     arrays = {}
     for name, data, limit, seed in (("train", train, cfg.train_examples, cfg.data_seed),
@@ -178,4 +173,7 @@ def prepare(cfg: Any, out_dir: str) -> Prepared:
         return prepare_synthetic(cfg)
     if cfg.dataset in TEXT_EVAL_SPLIT:
         return prepare_text(cfg, out_dir)
+    if cfg.dataset == "text":
+        from experiments._stress_pretrained import prepare_corpus
+        return prepare_corpus(cfg, out_dir)
     raise ValueError(f"unknown dataset {cfg.dataset!r}; choose synthetic, sst2 or imdb")
