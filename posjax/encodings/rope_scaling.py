@@ -148,7 +148,8 @@ class YarnScalingOptions(LinearScalingOptions):
 @dataclasses.dataclass(frozen=True)
 class LongRoPEOptions(RoPEOptions):
     """RoPE options plus LongRoPE's per-pair rescale factors ``short_factor`` and
-    ``long_factor`` (``d_rot / 2`` values each; used up to / beyond ``original_max_len``),
+    ``long_factor`` (``d_rot / 2`` values each; used up to / beyond ``original_max_len``; empty:
+    all 1, no rescaling),
     ``original_max_len`` L (default: the model's max_len), ``factor`` s (None: max_len / L) and
     ``attention_factor`` (None: sqrt(1 + ln s / ln L))."""
 
@@ -160,13 +161,10 @@ class LongRoPEOptions(RoPEOptions):
 
     def validate(self, ctx: PEContext) -> None:
         super().validate(ctx)
-        if not self.short_factor or not self.long_factor:
-            raise ValueError("longrope needs short_factor and long_factor (one value per "
-                             "rotated pair)")
         if ctx.head_dim is not None:
             half = rotary_dim(ctx.head_dim, self.rotary_fraction) // 2
             for name in ("short_factor", "long_factor"):
-                if len(getattr(self, name)) != half:
+                if getattr(self, name) and len(getattr(self, name)) != half:
                     raise ValueError(f"longrope {name} has {len(getattr(self, name))} values, "
                                      f"needs {half} (one per rotated pair)")
         if any(v <= 0 for v in (*self.short_factor, *self.long_factor)):
@@ -322,8 +320,8 @@ class LongRoPE(_ScaledRoPE):
         factors."""
         o = self.options
         theta = rope_frequencies(rotary_dim(self.ctx.head_dim, o.rotary_fraction), o.base)
-        factors = jnp.asarray(o.long_factor if long else o.short_factor, jnp.float32)
-        return theta / factors
+        factors = o.long_factor if long else o.short_factor
+        return theta / jnp.asarray(factors, jnp.float32) if factors else theta
 
     def magnitude(self) -> float:
         o = self.options
