@@ -219,6 +219,16 @@ for kind, pattern in (("training", "training_[!x]*"), ("training_xla", "training
               + (f"  MFU {100 * mfu:.1f}%" if mfu else ""))
 EOF
 
+# --- 6b. fine-tuning BERT-base with each PE swapped in, when weights and SST-2 are on disk ------
+# POSJAX_BERT_DIR: bert-base-uncased (config.json, model.safetensors, vocab.txt); POSJAX_DATA_DIR:
+# SST-2 train/validation files (README, "pretrained checkpoints"). Needs GPU_CHECK_BUDGET_S >= 900.
+if [ -f "${POSJAX_BERT_DIR:-/nonexistent}/model.safetensors" ] && [ -d "${POSJAX_DATA_DIR:-/nonexistent}" ]; then
+  TAIL=10 step finetune 480 "$RES/finetune.log" "$PY" -m experiments.finetune_pe --preset gpu \
+    --model "$POSJAX_BERT_DIR" --dataset sst2 --data-dir "$POSJAX_DATA_DIR" --out "$RES/finetune"
+else
+  log "finetune: skipped (POSJAX_BERT_DIR / POSJAX_DATA_DIR not set)"; STATUS[finetune]='"skipped"'
+fi
+
 # --- 7. summary ---------------------------------------------------------------------------------
 ok=ok
 for k in "${!STATUS[@]}"; do
