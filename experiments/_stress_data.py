@@ -135,6 +135,19 @@ def _subsample(data, limit: int | None, seed: int):
     return data.texts[idx], data.labels[idx]
 
 
+def model_arrays(tok: Any, train: Any, test: Any, cfg: Any) -> dict[str, dict[str, np.ndarray]]:
+    """BERT inputs ``[CLS] ... [SEP]`` of the (subsampled) train and test splits (objects with
+    ``texts``, ``labels`` and ``len``): ``{"train"|"test": {"tokens", "labels", "padding_mask"}}``."""
+    arrays = {}
+    for name, data, limit, seed in (("train", train, cfg.train_examples, cfg.data_seed),
+                                    ("test", test, cfg.test_examples, cfg.data_seed + 1)):
+        texts, labels = _subsample(data, limit, seed)
+        enc = tok.encode(texts, cfg.max_len, keep_special=True)
+        arrays[name] = {"tokens": enc.tokens, "labels": labels.astype(np.int32),
+                        "padding_mask": enc.padding_mask}
+    return arrays
+
+
 def prepare_text(cfg: Any, out_dir: str) -> Prepared:
     """SST-2 / IMDB: load, tokenise (train split -> geometry corpus; model arrays)."""
     from posjax.data.text import load_text_classification
@@ -145,13 +158,7 @@ def prepare_text(cfg: Any, out_dir: str) -> Prepared:
     from experiments._stress_pretrained import text_tokenizer
     tok = text_tokenizer(cfg, train.texts, out_dir, cfg.dataset)
     geo = tok.encode(train.texts, cfg.num_positions, keep_special=cfg.keep_special)
-    arrays = {}
-    for name, data, limit, seed in (("train", train, cfg.train_examples, cfg.data_seed),
-                                    ("test", test, cfg.test_examples, cfg.data_seed + 1)):
-        texts, labels = _subsample(data, limit, seed)
-        enc = tok.encode(texts, cfg.max_len, keep_special=True)
-        arrays[name] = {"tokens": enc.tokens, "labels": labels.astype(np.int32),
-                        "padding_mask": enc.padding_mask}
+    arrays = model_arrays(tok, train, test, cfg)
     info = {"source": {"train": train.source, "eval": test.source},
             "eval_split": TEXT_EVAL_SPLIT[cfg.dataset],
             "tokenizer": {"source": tok.source, "vocab_size": tok.vocab_size,

@@ -61,7 +61,7 @@ def pretrained_e1_rows(cfg: Any, prep: Any, variants: dict[str, dict[str, np.nda
 def prepare_corpus(cfg: Any, out_dir: str):
     """``--dataset text``: a custom corpus as the experiment's ``Prepared`` (``train``/``test``
     are None when the files carry no labels: E4 is then skipped)."""
-    from experiments._stress_data import Prepared, _subsample
+    from experiments._stress_data import Prepared, model_arrays
     from posjax.data.corpus import load_corpus
 
     if not cfg.data_dir:
@@ -79,12 +79,7 @@ def prepare_corpus(cfg: Any, out_dir: str):
     elif not labelled:
         note = "E4 skipped: the corpus has no label column"
     else:
-        for name, data, limit, seed in (("train", train, cfg.train_examples, cfg.data_seed),
-                                        ("test", evaluation, cfg.test_examples, cfg.data_seed + 1)):
-            texts, labels = _subsample(data, limit, seed)
-            enc = tok.encode(texts, cfg.max_len, keep_special=True)
-            arrays[name] = {"tokens": enc.tokens, "labels": labels.astype(np.int32),
-                            "padding_mask": enc.padding_mask}
+        arrays = model_arrays(tok, train, evaluation, cfg)
     num_classes = (int(max(train.labels.max(), evaluation.labels.max())) + 1
                    if arrays["train"] is not None else 0)
     info = {"source": {k: list(s.files) for k, s in splits.items()},

@@ -105,3 +105,19 @@ def test_text_dataset_needs_a_directory():
     with pytest.raises(ValueError, match="--data-dir"):
         from experiments._stress_pretrained import prepare_corpus
         prepare_corpus(st.make_config("text", quick=True), "/tmp")
+
+
+def test_labelled_corpus_gives_model_arrays(tmp_path):
+    from experiments._stress_data import prepare
+
+    data = tmp_path / "corpus"
+    data.mkdir()
+    for split, n, seed in (("train", 60, 0), ("validation", 20, 1)):
+        with open(data / f"{split}.jsonl", "w") as f:
+            for i, line in enumerate(_lines(n, seed)):
+                f.write(json.dumps({"text": line, "label": ["neg", "pos", "mixed"][i % 3]}) + "\n")
+    cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
+    prep = prepare(cfg, str(tmp_path / "out"))
+    assert prep.num_classes == 3 and prep.train["tokens"].shape == (40, 10)
+    assert prep.test["tokens"].shape == (20, 10) and (prep.train["tokens"][:, 0] == 2).all()
+    assert set(np.unique(prep.train["labels"])) <= {0, 1, 2}
