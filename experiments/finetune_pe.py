@@ -98,7 +98,7 @@ class FinetuneConfig:
 
 
 PRESET_OPTIONS: dict[str, dict[str, Any]] = {
-    "quick": dict(dataset="text", max_len=24, steps=150, batch_size=32, learning_rate=1e-3,
+    "quick": dict(dataset="text", max_len=24, steps=400, batch_size=32, learning_rate=3e-3,
                   warmup_fraction=0.1, dtype="float32"),
     "gpu": dict(max_len=64, steps=500, batch_size=32, learning_rate=3e-5, dtype="bfloat16",
                 test_examples=None),
