@@ -18,8 +18,8 @@ Presets:
 
 * ``quick``: offline. A tiny random BERT checkpoint in the Hugging Face layout and a generated
   labelled corpus (a polarity word, flipped by a ``not`` right before it, plus distractor
-  ``not``s elsewhere: word order matters, a bag of words cannot solve it) are written under
-  ``OUT``; 3 seeds; a couple of minutes on a CPU.
+  ``not``s elsewhere: word order matters, and a bag of words tops out at 75 %) are written
+  under ``OUT``; 400 steps per run, 3 seeds; about 10 minutes on 2 CPU cores.
 * ``gpu``: bert-base-uncased on SST-2, 6 PEs x 3 seeds, sized for one H200 in about 8 minutes
   (bfloat16, max_len 64, 500 steps of batch 32 per run).
 * ``paper``: 3 epochs of SST-2 (or IMDB with max_len 512) at batch 32, learning rate 2e-5.
