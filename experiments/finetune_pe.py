@@ -10,7 +10,11 @@ classification head is put on the ``[CLS]`` token (BERT's pooler) and the whole 
 fine-tuned; test accuracy is reported as mean with a 95 % Student-t interval over seeds, next to
 the stress of the PE against the Hellinger geometry of the training corpus (raw and at the
 optimal scale; Eq. (4) of the paper, no square root). The MDS PE is built from the rank-r_eps
-MDS coordinates of that geometry (Algorithm 1 of the paper). Each PE is compared with
+MDS coordinates of that geometry (Algorithm 1 of the paper). Additive PEs swapped in (mds,
+sinusoidal) are rescaled so that their mean row norm over the used positions equals that of the
+checkpoint's own table (``pe_scale="match"``; "none" keeps them as defined: a unit sinusoid has
+row norm sqrt(d/2), tens of times a pretrained table's, which drowns the token embeddings
+before the embedding LayerNorm). Each PE is compared with
 ``learned`` by Welch's t interval on the accuracy difference: "higher"/"lower" when the 95 %
 interval excludes 0, else "inconclusive".
 
@@ -75,6 +79,7 @@ class FinetuneConfig:
     mds_eps: float = 1e-3
     mds_scale: float = 1.0
     mds_trainable: str = "both"
+    pe_scale: str = "match"
     progress: bool = False
 
     @property
@@ -95,6 +100,8 @@ class FinetuneConfig:
             raise ValueError(f"unknown PE(s) {bad}; choose from {', '.join(PES)}")
         if self.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
+        if self.pe_scale not in ("match", "none"):
+            raise ValueError(f"pe_scale must be 'match' or 'none', got {self.pe_scale!r}")
 
 
 PRESET_OPTIONS: dict[str, dict[str, Any]] = {
@@ -233,6 +240,14 @@ def geometry(cfg: FinetuneConfig, prep: Any, hf: dict) -> tuple[dict[str, dict],
     return stress, coords
 
 
+def table_norm(cfg: FinetuneConfig) -> float:
+    """Mean row norm of the checkpoint's position table over positions 0..max_len-1."""
+    from posjax.pretrained import position_table
+
+    table = np.asarray(position_table(cfg.model), np.float64)[:cfg.max_len]
+    return float(np.linalg.norm(table, axis=1).mean())
+
+
 def finetune_cell(cfg: FinetuneConfig, prep: Any, pe: str, seed: int, coords: np.ndarray
                   ) -> dict[str, Any]:
     """Fine-tune the checkpoint with ``pe`` (one seed); the JSON-ready row."""
@@ -242,9 +257,16 @@ def finetune_cell(cfg: FinetuneConfig, prep: Any, pe: str, seed: int, coords: np
                                  evaluate_classifier, train)
 
     options = None
+    target = table_norm(cfg) if cfg.pe_scale == "match" else None
     if pe == "mds":
         table = mds_model_coords(coords, cfg.max_len, prep.model_offset, cfg.mds_scale)
+        if target is not None:
+            table = table * (target / float(np.linalg.norm(table, axis=1).mean()))
         options = {"coords": table, "rank": int(table.shape[1]), "trainable": cfg.mds_trainable}
+    elif pe == "sinusoidal" and target is not None:
+        from posjax.pretrained import read_config, resolve
+        d = int(read_config(resolve(cfg.model))["hidden_size"])
+        options = {"scale": target / math.sqrt(d / 2)}  # a unit sinusoid row has norm sqrt(d/2)
     model, config = load_hf(cfg.model, head="classifier", num_classes=prep.num_classes,
                             pe=None if pe == "learned" else pe, pe_options=options,
                             dtype=cfg.dtype, seed=seed)

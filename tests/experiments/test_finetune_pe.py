@@ -64,3 +64,20 @@ def test_quick_preset_end_to_end(tmp_path):
     assert [s["pe"] for s in res["summary"]] == ["learned", "none"]
     assert res["stress"]["none"]["raw"] == pytest.approx(1.0)  # all-equal distances: E = 0
     assert len(res["rows"]) == 4 and (tmp_path / "report.md").exists()
+
+
+def test_swapped_sinusoid_matches_the_checkpoint_table_norm(tmp_path):
+    import jax.numpy as jnp
+
+    import posjax.encodings as pe
+    from posjax.pretrained import position_table, write_tiny_checkpoint
+
+    ckpt = write_tiny_checkpoint(tmp_path / "b", "bert", hidden_size=32, max_positions=40)
+    cfg = ft.make_config("quick", model=str(ckpt), max_len=24)
+    target = ft.table_norm(cfg)
+    assert target == pytest.approx(np.linalg.norm(position_table(ckpt)[:24], axis=1).mean())
+    sin = pe.make("sinusoidal", d_model=32, max_len=24, scale=target / math.sqrt(16))
+    rows = np.asarray(sin.embed(jnp.zeros((1, 24, 32)), jnp.arange(24)[None]))[0]
+    assert np.linalg.norm(rows, axis=1).mean() == pytest.approx(target, rel=1e-5)
+    with pytest.raises(ValueError, match="pe_scale"):
+        ft.make_config("quick", pe_scale="rms")
