@@ -260,6 +260,15 @@ for exp in $EXPERIMENTS; do
   TAIL=8 step "experiment_$exp" "${GPU_CHECK_EXPERIMENT_S:-480}" "$RES/experiment_$exp.log" \
     "$PY" -m "experiments.$exp" $PRESET --out "$RES/experiments/$exp"
 done
+# --- 6d. fine-tuning BERT-base with each PE swapped in, when weights and SST-2 are on disk ------
+# POSJAX_BERT_DIR: bert-base-uncased (config.json, model.safetensors, vocab.txt); POSJAX_DATA_DIR:
+# SST-2 train/validation files (README, "pretrained checkpoints"). Needs GPU_CHECK_BUDGET_S >= 900.
+if [ -f "${POSJAX_BERT_DIR:-/nonexistent}/model.safetensors" ] && [ -d "${POSJAX_DATA_DIR:-/nonexistent}" ]; then
+  TAIL=10 step finetune 480 "$RES/finetune.log" "$PY" -m experiments.finetune_pe --preset gpu \
+    --model "$POSJAX_BERT_DIR" --dataset sst2 --data-dir "$POSJAX_DATA_DIR" --out "$RES/finetune"
+else
+  log "finetune: skipped (POSJAX_BERT_DIR / POSJAX_DATA_DIR not set)"; STATUS[finetune]='"skipped"'
+fi
 
 # --- 7. summary ---------------------------------------------------------------------------------
 ok=ok

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 from typing import Any
 
 import numpy as np
@@ -136,20 +135,9 @@ def _subsample(data, limit: int | None, seed: int):
     return data.texts[idx], data.labels[idx]
 
 
-def prepare_text(cfg: Any, out_dir: str) -> Prepared:
-    """SST-2 / IMDB: load, tokenise (train split -> geometry corpus; model arrays)."""
-    from posjax.data.text import load_text_classification, vocab_tokenizer, wordpiece_tokenizer
-
-    kw = {"data_dir": cfg.data_dir, "hub_timeout": cfg.hub_timeout}
-    train = load_text_classification(cfg.dataset, "train", **kw)
-    test = load_text_classification(cfg.dataset, TEXT_EVAL_SPLIT[cfg.dataset], **kw)
-    if cfg.vocab_file:
-        tok = vocab_tokenizer(cfg.vocab_file)
-    else:
-        name = f"{cfg.dataset}-v{cfg.tokenizer_vocab}-{_texts_digest(train.texts)}.json"
-        cache = os.path.join(out_dir, "tokenizer", name)
-        tok = wordpiece_tokenizer(train.texts, vocab_size=cfg.tokenizer_vocab, cache_path=cache)
-    geo = tok.encode(train.texts, cfg.num_positions, keep_special=cfg.keep_special)
+def model_arrays(tok: Any, train: Any, test: Any, cfg: Any) -> dict[str, dict[str, np.ndarray]]:
+    """BERT inputs ``[CLS] ... [SEP]`` of the (subsampled) train and test splits (objects with
+    ``texts``, ``labels`` and ``len``): ``{"train"|"test": {"tokens", "labels", "padding_mask"}}``."""
     arrays = {}
     for name, data, limit, seed in (("train", train, cfg.train_examples, cfg.data_seed),
                                     ("test", test, cfg.test_examples, cfg.data_seed + 1)):
@@ -157,6 +145,20 @@ def prepare_text(cfg: Any, out_dir: str) -> Prepared:
         enc = tok.encode(texts, cfg.max_len, keep_special=True)
         arrays[name] = {"tokens": enc.tokens, "labels": labels.astype(np.int32),
                         "padding_mask": enc.padding_mask}
+    return arrays
+
+
+def prepare_text(cfg: Any, out_dir: str) -> Prepared:
+    """SST-2 / IMDB: load, tokenise (train split -> geometry corpus; model arrays)."""
+    from posjax.data.text import load_text_classification
+
+    kw = {"data_dir": cfg.data_dir, "hub_timeout": cfg.hub_timeout}
+    train = load_text_classification(cfg.dataset, "train", **kw)
+    test = load_text_classification(cfg.dataset, TEXT_EVAL_SPLIT[cfg.dataset], **kw)
+    from experiments._stress_pretrained import text_tokenizer
+    tok = text_tokenizer(cfg, train.texts, out_dir, cfg.dataset)
+    geo = tok.encode(train.texts, cfg.num_positions, keep_special=cfg.keep_special)
+    arrays = model_arrays(tok, train, test, cfg)
     info = {"source": {"train": train.source, "eval": test.source},
             "eval_split": TEXT_EVAL_SPLIT[cfg.dataset],
             "tokenizer": {"source": tok.source, "vocab_size": tok.vocab_size,
@@ -178,4 +180,7 @@ def prepare(cfg: Any, out_dir: str) -> Prepared:
         return prepare_synthetic(cfg)
     if cfg.dataset in TEXT_EVAL_SPLIT:
         return prepare_text(cfg, out_dir)
+    if cfg.dataset == "text":
+        from experiments._stress_pretrained import prepare_corpus
+        return prepare_corpus(cfg, out_dir)
     raise ValueError(f"unknown dataset {cfg.dataset!r}; choose synthetic, sst2 or imdb")

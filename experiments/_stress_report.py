@@ -15,6 +15,8 @@ ENCODING_LABELS = {
     "mds_low_alt": "MDS, low rank (r_eps, eps_alt)",
     "mds_smacof": "MDS + SMACOF (r_eps)",
     "learned": "Learned (trained E4 encoder)",
+    "pretrained": "Learned (pretrained checkpoint, e.g. BERT-base)",
+    "pretrained_ln": "Learned (pretrained checkpoint, post-LayerNorm)",
     "mds_trained": "MDS PE after E4 training",
     "t5": "T5 bias (trained E4 encoder)",
     "sinusoidal": "Sinusoidal",

@@ -27,7 +27,7 @@ from experiments._stress_train import E4_ENCODINGS, train_cell
 from experiments.common import (CellStore, experiment_parser, parse_set, preset_name, run_cli,
                                 versions, write_json)
 
-DATASETS = ("synthetic", "sst2", "imdb")
+DATASETS = ("synthetic", "sst2", "imdb", "text")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
 # encodings, or changing the checkpoint interval, keeps the finished cells.
 _NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodings",
@@ -111,6 +111,11 @@ class StressConfig:
     mds_trainable: str = "both"
     mds_lift: str = "pad"
     mds_max_rank: int | None = None
+    # pretrained checkpoint row and custom corpora (experiments/_stress_pretrained.py)
+    pretrained: str | None = None
+    pretrained_layernorm: bool = False
+    tokenizer: str | None = None
+    text_column: str | None = None
 
     def __post_init__(self):
         if self.dataset not in DATASETS:
@@ -150,6 +155,13 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("sst2", "quick"): dict(num_positions=64, max_len=64, train_examples=2000, test_examples=500,
                             tokenizer_vocab=3000, seeds=3, d_model=32, num_layers=2, num_heads=2,
                             d_ff=64, pooling="cls", steps=150, learning_rate=1e-3,
+                            sens_repeats=1),
+    ("text", "paper"): dict(num_positions=128, max_len=128, train_examples=None,
+                           test_examples=None, d_model=256, num_layers=4, num_heads=4, d_ff=1024,
+                           dropout=0.1, pooling="cls", steps=3000, learning_rate=3e-4),
+    ("text", "quick"): dict(num_positions=32, max_len=32, train_examples=2000, test_examples=500,
+                            tokenizer_vocab=1000, seeds=3, d_model=32, num_layers=2, num_heads=2,
+                            d_ff=64, pooling="cls", steps=100, learning_rate=1e-3,
                             sens_repeats=1),
     ("imdb", "paper"): dict(num_positions=512, max_len=512, train_examples=None,
                            test_examples=None, d_model=256, num_layers=4, num_heads=4, d_ff=1024,
@@ -227,7 +239,9 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     D_for_trained = {k: v["D"] for k, v in variants.items()}
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
     e4_rows = []
-    for pe in cfg.encodings:
+    if prep.train is None:
+        log(prep.info.get("E4_note") or "E4 skipped: no labels")
+    for pe in (cfg.encodings if prep.train is not None else ()):
         for seed in range(cfg.seeds):
             found = store.get({"pe": pe, "seed": seed})
             row = found if found is not None else store.put(
@@ -246,6 +260,11 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                      if r["pe"] == pe and r.get("trained_stress")]
                for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
     e1 = {v: R.e1_entries(summaries[v], trained, v) for v in variants}
+    if cfg.pretrained:
+        from experiments._stress_pretrained import pretrained_e1_rows
+        with jax.enable_x64(True):
+            for v, rows in pretrained_e1_rows(cfg, prep, variants).items():
+                e1[v].update(rows)
     e4 = R.e4_summary(e4_rows)
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
     claim_list = R.claims(e1, summaries, e4, cfg, ceiling)
@@ -303,6 +322,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    help="local <split>.parquet|csv|jsonl files "
                         "(default: $POSJAX_DATA_DIR, else the hub)")
     p.add_argument("--vocab-file", default=None, help="a bert-base-uncased vocab.txt")
+    p.add_argument("--pretrained", default=None,
+                   help="checkpoint dir or hub id: adds its learned position table to E1")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer.json, vocab.txt or checkpoint directory")
     p.add_argument("--progress", action="store_true", help="show training progress bars")
     args = p.parse_args(argv)
     overrides = parse_set(StressConfig, args.set)
@@ -310,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         overrides["seeds"] = args.seeds
-    for key in ("data_dir", "vocab_file"):
+    for key in ("data_dir", "vocab_file", "pretrained", "tokenizer"):
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
     if args.progress:

@@ -60,3 +60,10 @@ __all__ += [
 from posjax.encodings.mds import MDSEncoding, MDSOptions, MDSPEOptions, RegisteredMDS
 
 __all__ += ["MDSEncoding", "MDSOptions", "MDSPEOptions", "RegisteredMDS", "MLA", "RoPEPlusAbs", "Rope2DAxial", "RandomFixed", "Sinusoidal2D"]
+
+# LongRoPE (arXiv 2402.13753) and YaRN's index ramp.
+from posjax.encodings.rope_scaling import (LongRoPE, RoPEProportional, index_ramp_frequencies,
+                                           longrope_attention_factor, yarn_correction_range)
+
+__all__ += ["LongRoPE", "RoPEProportional", "index_ramp_frequencies", "longrope_attention_factor",
+            "yarn_correction_range"]

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 
 from posjax.config_types import check_field_types
 
-ACTIVATIONS = ("gelu", "relu", "silu")
 #: ``chunked_lm_loss=None`` selects the chunked loss from this vocabulary size on.
 CHUNKED_LM_LOSS_MIN_VOCAB = 8192
+ACTIVATIONS = ("gelu", "relu", "silu", "gelu_exact")
 
 
 def _freeze(value: Any) -> Any:
@@ -88,6 +88,12 @@ class TransformerConfig:
         recomputed in the backward pass; the ``[tokens, V]`` float32 logits never exist), False
         the dense logits; None (default) chooses chunked when ``vocab_size >= 8192``
         (:data:`CHUNKED_LM_LOSS_MIN_VOCAB`).
+      norm_eps: epsilon of every LayerNorm (BERT checkpoints: 1e-12; RoBERTa: 1e-5).
+      type_vocab_size: > 0 adds a token-type (segment) embedding table added to the token
+        embeddings (BERT, arXiv 1810.04805 Sec. 3); type 0 unless ``token_type_ids`` are given.
+      embed_norm: a LayerNorm on the summed input embeddings (token + type + additive PE), before
+        the first block (BERT/RoBERTa).
+      ("gelu_exact" is the erf form of GELU used by BERT checkpoints; "gelu" is the tanh form.)
     """
 
     vocab_size: int = 128
@@ -113,6 +119,9 @@ class TransformerConfig:
     attention_impl: str | None = None
     kv_source: str = "residual"
     chunked_lm_loss: bool | None = None
+    norm_eps: float = 1e-6
+    type_vocab_size: int = 0
+    embed_norm: bool = False
 
     def __post_init__(self):
         check_field_types(self, "TransformerConfig.")
@@ -141,6 +150,11 @@ class TransformerConfig:
             raise ValueError(f"attention_impl must be None, 'xla' or 'cudnn', got {self.attention_impl!r}")
         if self.kv_source not in ("residual", "embeddings"):
             raise ValueError(f"kv_source must be 'residual' or 'embeddings', got {self.kv_source!r}")
+        if not self.norm_eps > 0:
+            raise ValueError(f"TransformerConfig.norm_eps must be > 0, got {self.norm_eps}")
+        if self.type_vocab_size < 0:
+            raise ValueError(f"TransformerConfig.type_vocab_size must be >= 0, "
+                             f"got {self.type_vocab_size}")
         object.__setattr__(self, "pe_options", PEOptions(self.pe_options))
         self._check_pe()
 

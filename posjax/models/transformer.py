@@ -11,7 +11,8 @@ from posjax.input_checks import check_range
 from posjax.models.attention import SelfAttention, broadcast_bias, dense
 from posjax.models.config import TransformerConfig
 
-_ACT = {"gelu": jax.nn.gelu, "relu": jax.nn.relu, "silu": jax.nn.silu}
+_ACT = {"gelu": jax.nn.gelu, "relu": jax.nn.relu, "silu": jax.nn.silu,
+        "gelu_exact": lambda x: jax.nn.gelu(x, approximate=False)}
 
 
 class MLP(nnx.Module):
@@ -36,8 +37,8 @@ class Block(nnx.Module):
         self.attn = SelfAttention(cfg.d_model, cfg.num_heads, attn_dropout=cfg.attn_dropout,
                                   dtype=cfg.jnp_dtype, implementation=cfg.attention_impl, rngs=rngs)
         self.mlp = MLP(cfg, rngs=rngs)
-        self.norm1 = nnx.LayerNorm(cfg.d_model, dtype=cfg.jnp_dtype, rngs=rngs)
-        self.norm2 = nnx.LayerNorm(cfg.d_model, dtype=cfg.jnp_dtype, rngs=rngs)
+        self.norm1 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.norm_eps, dtype=cfg.jnp_dtype, rngs=rngs)
+        self.norm2 = nnx.LayerNorm(cfg.d_model, epsilon=cfg.norm_eps, dtype=cfg.jnp_dtype, rngs=rngs)
         self.drop = nnx.Dropout(cfg.dropout)
 
     def __call__(self, x, *, pe, positions, bias, mask, head_mask, kv, deterministic, rngs,
@@ -105,8 +106,14 @@ class Transformer(nnx.Module):
         self.pes = nnx.List([first] + ([] if self.shared_pe else
                                        [make() for _ in range(cfg.num_layers - 1)]))
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.num_layers)])
-        self.final_norm = nnx.LayerNorm(cfg.d_model, rngs=rngs) if cfg.pre_norm else None
+        self.final_norm = (nnx.LayerNorm(cfg.d_model, epsilon=cfg.norm_eps, rngs=rngs)
+                           if cfg.pre_norm else None)
         self.drop = nnx.Dropout(cfg.dropout)
+        self.type_embed = (nnx.Embed(cfg.type_vocab_size, cfg.d_model, rngs=rngs,
+                                     embedding_init=jax.nn.initializers.normal(cfg.embed_init_std))
+                           if cfg.type_vocab_size else None)
+        self.embed_norm = (nnx.LayerNorm(cfg.d_model, epsilon=cfg.norm_eps, dtype=cfg.jnp_dtype,
+                                         rngs=rngs) if cfg.embed_norm else None)
 
     @property
     def pe(self) -> PositionalEncoding:
@@ -133,7 +140,7 @@ class Transformer(nnx.Module):
     def __call__(self, tokens: jax.Array, *, positions: jax.Array | None = None,
                  padding_mask: jax.Array | None = None, deterministic: bool = True,
                  rngs: nnx.Rngs | None = None, head_mask: jax.Array | None = None,
-                 return_attention: bool = False):
+                 return_attention: bool = False, token_type_ids: jax.Array | None = None):
         """Args:
           tokens: int ``[B, T]`` token ids (or float ``[B, T, input_dim]`` features).
           positions: ``[T]`` or ``[B, T]`` positions; default ``arange(T)``.
@@ -142,6 +149,7 @@ class Transformer(nnx.Module):
           rngs: ``nnx.Rngs`` with a ``dropout`` stream when ``deterministic=False``.
           head_mask: ``[num_layers, num_heads]`` multipliers of each head's output (ablation).
           return_attention: also return attention weights ``[L, B, H, T, T]``.
+          token_type_ids: int ``[B, T]`` segment ids (config ``type_vocab_size`` > 0); default 0.
 
         Returns:
           hidden ``[B, T, d_model]`` (and the weights when requested).
@@ -161,8 +169,14 @@ class Transformer(nnx.Module):
                                  f"got {head_mask.shape}")
         x = (self.embed_tokens(tokens) if cfg.input_dim is None else dense(self.embed, tokens)
              ).astype(cfg.jnp_dtype)
+        if self.type_embed is not None:
+            types = (jnp.zeros((batch, length), jnp.int32) if token_type_ids is None
+                     else jnp.asarray(token_type_ids))
+            x = x + self.type_embed(types).astype(cfg.jnp_dtype)
         if not cfg.pe_every_layer and "embed" in self.pe.hooks:
             x = self.pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
+        if self.embed_norm is not None:
+            x = self.embed_norm(x)
         x = self.drop(x, deterministic=deterministic, rngs=rngs)
         kv = x if cfg.kv_source == "embeddings" else None
         mask = make_mask(batch, length, causal=cfg.causal, padding_mask=padding_mask)

@@ -1,0 +1,137 @@
+"""Map a Hugging Face model config's RoPE settings to a posjax PE.
+
+:func:`rope_from_hf_config` reads ``rope_theta``, ``head_dim`` (else ``hidden_size /
+num_attention_heads``), ``partial_rotary_factor``, ``max_position_embeddings`` and the scaling
+dictionary (``rope_parameters`` in recent configs, ``rope_scaling`` in older ones) and returns the
+registry name and options of the posjax PE with the same inverse frequencies (``pe.frequencies()``)
+and q/k attention factor (``pe.magnitude()``). All use the half-split pairing of these checkpoints.
+
+| rope type | posjax PE | source of the formula |
+|---|---|---|
+| default | ``rope`` | Su et al., arXiv 2104.09864 |
+| linear | ``rope_linear`` | Chen et al., arXiv 2306.15595 |
+| dynamic | ``rope_ntk`` (``dynamic=True``) | NTK-aware scaling, dynamic form |
+| yarn | ``rope_yarn`` (index ramp) | Peng et al., arXiv 2309.00071, and the YaRN code |
+| longrope | ``longrope`` | Ding et al., arXiv 2402.13753 |
+| llama3 | ``rope_llama3`` | Llama 3.1 release |
+| proportional | ``rope_proportional`` | low-frequency pairs unrotated |
+"""
+from __future__ import annotations
+
+from typing import Any
+
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
+
+
+def _scaling_dict(config: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
+    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    if not isinstance(params, dict):
+        raise ValueError(f"rope_parameters/rope_scaling must be a dict, got {type(params).__name__}")
+    nested = {k: v for k, v in params.items() if isinstance(v, dict)}
+    if nested:
+        if layer_type is None:
+            raise ValueError(f"this config has one RoPE setting per layer type "
+                             f"({', '.join(sorted(nested))}); pass layer_type=")
+        if layer_type not in nested:
+            raise ValueError(f"unknown layer_type {layer_type!r}; the config has "
+                             f"{', '.join(sorted(nested))}")
+        params = nested[layer_type]
+    return dict(params)
+
+
+def rope_head_dim(config: dict[str, Any]) -> int:
+    """The attention head dim of a Hugging Face config (``head_dim``, else hidden / heads)."""
+    head_dim = config.get("head_dim")
+    if head_dim:
+        return int(head_dim)
+    try:
+        return int(config["hidden_size"]) // int(config["num_attention_heads"])
+    except KeyError as e:
+        raise ValueError(f"config has no head_dim and no {e.args[0]} to derive it from") from None
+
+
+def rope_from_hf_config(config: dict[str, Any], *, layer_type: str | None = None
+                        ) -> tuple[str, dict[str, Any]]:
+    """The posjax PE (name, options) of a Hugging Face config's rotary embedding.
+
+    Args:
+      config: the parsed ``config.json`` of a RoPE model (Llama, Mistral, Qwen, Phi-3, ...).
+      layer_type: for configs with one RoPE setting per layer type (e.g. "full_attention").
+
+    Returns:
+      ``(pe_name, pe_options)``; build it with ``posjax.encodings.make(pe_name,
+      head_dim=rope_head_dim(config), max_len=config["max_position_embeddings"], **pe_options)``.
+
+    Raises:
+      ValueError: an unknown rope type (never silently plain RoPE), or a missing field.
+    """
+    params = _scaling_dict(config, layer_type)
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(f"unsupported RoPE type {rope_type!r}; supported: {', '.join(ROPE_TYPES)}")
+    base = float(params.get("rope_theta", config.get("rope_theta", 10000.0)))
+    fraction = float(params.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)))
+    head_dim = rope_head_dim(config)
+    max_pos = config.get("max_position_embeddings")
+    options: dict[str, Any] = {"base": base, "interleaved": False}
+
+    def need(key):
+        if params.get(key) is None:
+            raise ValueError(f"RoPE type {rope_type!r} needs {key!r} in rope_parameters")
+        return params[key]
+
+    def original():
+        # a top-level original_max_position_embeddings (Phi-3) takes priority over the dict's
+        value = (config.get("original_max_position_embeddings")
+                 or params.get("original_max_position_embeddings") or max_pos)
+        if value is None:
+            raise ValueError(f"RoPE type {rope_type!r} needs original_max_position_embeddings "
+                             f"or max_position_embeddings")
+        return int(value)
+
+    if rope_type == "proportional":
+        options.update(proportion=fraction, factor=float(params.get("factor") or 1.0))
+        return "rope_proportional", options
+    if fraction != 1.0:
+        dim = int(head_dim * fraction)
+        if dim % 2 or dim != 2 * int(fraction * head_dim // 2):
+            raise ValueError(f"partial_rotary_factor={fraction} gives an odd rotary dim {dim} "
+                             f"for head_dim={head_dim}")
+        options["rotary_fraction"] = fraction
+    if rope_type == "default":
+        return "rope", options
+    if rope_type == "linear":
+        options["factor"] = float(need("factor"))
+        return "rope_linear", options
+    if rope_type == "dynamic":
+        if max_pos is None:
+            raise ValueError("RoPE type 'dynamic' needs max_position_embeddings")
+        options.update(factor=float(need("factor")), dynamic=True, original_max_len=int(max_pos))
+        return "rope_ntk", options
+    if rope_type == "llama3":
+        options.update(factor=float(need("factor")), low_freq_factor=float(need("low_freq_factor")),
+                       high_freq_factor=float(need("high_freq_factor")),
+                       original_max_len=original())
+        return "rope_llama3", options
+    L = original()
+    factor = params.get("factor")
+    if factor is None:
+        if max_pos is None:
+            raise ValueError(f"RoPE type {rope_type!r} needs factor or max_position_embeddings")
+        factor = max_pos / L
+    if rope_type == "yarn":
+        options.update(factor=float(factor), original_max_len=L, ramp="index",
+                       alpha=float(params.get("beta_slow") or 1.0),
+                       beta=float(params.get("beta_fast") or 32.0),
+                       truncate=bool(params.get("truncate", True)))
+        for key in ("attention_factor", "mscale", "mscale_all_dim"):
+            if params.get(key) is not None:
+                options[key] = float(params[key])
+        return "rope_yarn", options
+    # longrope
+    options.update(short_factor=tuple(float(v) for v in need("short_factor")),
+                   long_factor=tuple(float(v) for v in need("long_factor")),
+                   original_max_len=L, factor=float(factor))
+    if params.get("attention_factor") is not None:
+        options["attention_factor"] = float(params["attention_factor"])
+    return "longrope", options

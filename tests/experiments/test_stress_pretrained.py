@@ -1,0 +1,123 @@
+"""stress_table with a pretrained checkpoint row and a custom corpus (--dataset text)."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `experiments`
+
+from experiments import stress_table as st
+
+WORDS = ["the", "cat", "dog", "sat", "ran", "on", "a", "mat", "log", "good", "bad", "very"]
+TINY = dict(num_positions=10, max_len=10, train_examples=40, test_examples=20, batch_size=8,
+            steps=2, d_model=8, num_heads=2, num_layers=1, d_ff=16, seeds=1,
+            encodings=("learned",), sens_positions=8, sens_vocab=20, sens_samples=(None,),
+            sens_repeats=1, smacof_max_iter=10)
+
+
+def _lines(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, int(rng.integers(3, 9)))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from posjax.pretrained import write_tiny_checkpoint
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("bert"), "bert", words=WORDS,
+                                 max_positions=16, seed=2)
+
+
+def _unlabelled(tmp_path):
+    data = tmp_path / "corpus"
+    data.mkdir()
+    (data / "notes.txt").write_text("\n".join(_lines(200)) + "\n")
+    return data
+
+
+def test_unlabelled_corpus_uses_the_checkpoint_tokenizer_and_skips_e4(tmp_path, checkpoint):
+    from experiments._stress_data import prepare
+
+    cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
+                         pretrained=str(checkpoint), **TINY)
+    prep = prepare(cfg, str(tmp_path / "out"))
+    assert prep.train is None and prep.info["E4_note"].startswith("E4 skipped")
+    assert prep.info["tokenizer"]["source"].startswith("vocab:")  # the checkpoint's vocab.txt
+    assert prep.geo_tokens.shape == (200, 10) and (prep.geo_tokens[:, 0] == 2).all()
+
+
+def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
+    import jax
+
+    import posjax.geometry as geo
+    from experiments._stress_data import prepare
+    from experiments._stress_pretrained import pretrained_e1_rows
+    from posjax.pretrained import position_table
+
+    cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
+                         pretrained=str(checkpoint), pretrained_layernorm=True, **TINY)
+    prep = prepare(cfg, str(tmp_path / "out"))
+    with jax.enable_x64(True):
+        P, _ = geo.positional_distributions(prep.geo_tokens, lengths=prep.geo_lengths,
+                                            vocab_size=prep.vocab_size, num_positions=10,
+                                            pad_id=prep.pad_id, keep_special=True,
+                                            on_empty="truncate")
+        D = np.asarray(geo.hellinger_matrix(np.asarray(P)), np.float64)
+        rows = pretrained_e1_rows(cfg, prep, {"plugin": {"D": D}})["plugin"]
+    n = rows["pretrained"]["rows"]
+    assert n == min(D.shape[0], 16)
+    table = position_table(checkpoint).astype(np.float64)[:n]
+    E = np.sqrt(((table[:, None] - table[None]) ** 2).sum(-1))
+    iu = np.triu_indices(n, 1)
+    raw = float(((D[:n, :n][iu] - E[iu]) ** 2).sum() / (D[:n, :n][iu] ** 2).sum())
+    assert rows["pretrained"]["raw"] == pytest.approx(raw, rel=1e-6)
+    c = (D[:n, :n][iu] * E[iu]).sum() / (E[iu] ** 2).sum()  # optimal scale of E
+    optimal = float(((D[:n, :n][iu] - c * E[iu]) ** 2).sum() / (D[:n, :n][iu] ** 2).sum())
+    assert rows["pretrained"]["optimal"] == pytest.approx(optimal, rel=1e-6)
+    assert rows["pretrained_ln"]["raw"] != pytest.approx(raw, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_text_corpus_end_to_end_with_pretrained_row(tmp_path, checkpoint):
+    cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
+                         pretrained=str(checkpoint), **TINY)
+    res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
+    assert res["E4"]["rows"] == []
+    assert {"pretrained", "mds_full"} <= set(res["E1"]["plugin"])
+
+
+@pytest.mark.slow
+def test_text_corpus_with_labels_runs_e4(tmp_path):
+    data = tmp_path / "corpus"
+    data.mkdir()
+    for split, n, seed in (("train", 60, 0), ("test", 20, 1)):
+        with open(data / f"{split}.jsonl", "w") as f:
+            for i, line in enumerate(_lines(n, seed)):
+                f.write(json.dumps({"text": line, "label": i % 2}) + "\n")
+    cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
+    res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
+    assert [r["pe"] for r in res["E4"]["rows"]] == ["learned"]
+    assert res["data"]["tokenizer"]["source"].startswith("wordpiece")
+
+
+def test_text_dataset_needs_a_directory():
+    with pytest.raises(ValueError, match="--data-dir"):
+        from experiments._stress_pretrained import prepare_corpus
+        prepare_corpus(st.make_config("text", quick=True), "/tmp")
+
+
+def test_labelled_corpus_gives_model_arrays(tmp_path):
+    from experiments._stress_data import prepare
+
+    data = tmp_path / "corpus"
+    data.mkdir()
+    for split, n, seed in (("train", 60, 0), ("validation", 20, 1)):
+        with open(data / f"{split}.jsonl", "w") as f:
+            for i, line in enumerate(_lines(n, seed)):
+                f.write(json.dumps({"text": line, "label": ["neg", "pos", "mixed"][i % 3]}) + "\n")
+    cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
+    prep = prepare(cfg, str(tmp_path / "out"))
+    assert prep.num_classes == 3 and prep.train["tokens"].shape == (40, 10)
+    assert prep.test["tokens"].shape == (20, 10) and (prep.train["tokens"][:, 0] == 2).all()
+    assert set(np.unique(prep.train["labels"])) <= {0, 1, 2}
