@@ -16,7 +16,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from ntk._compat import load_neural_tangents
+from ntk.recording import neural_tangents
 
 __all__ = ["POS_EMB_TYPES", "infinite_attention_kernel", "attention_network"]
 
@@ -65,7 +65,7 @@ def infinite_attention_kernel(x1: jax.Array, x2: jax.Array | None = None, *,
         raise ValueError(f"get must be a non-empty subset of ('nngp', 'ntk'), got {get!r}")
     if jnp.ndim(x1) != 3:
         raise ValueError(f"x1 must be [N, T, C], got shape {jnp.shape(x1)}")
-    nt = load_neural_tangents()
+    nt = neural_tangents()
     stax = nt.stax
     _, _, kernel_fn = stax.serial(*attention_network(
         pos_emb_type=pos_emb_type, decay_fn=_decay(decay_fn), pos_emb_p_norm=pos_emb_p_norm,
@@ -89,7 +89,7 @@ def attention_network(*, pos_emb_type: str = "SUM", decay_fn: Callable | None = 
     ``stax.serial(*attention_network(width=w))`` gives ``(init_fn, apply_fn, kernel_fn)``; the
     finite network's Monte Carlo kernel converges to the analytic one as ``w`` grows.
     """
-    stax = load_neural_tangents().stax
+    stax = neural_tangents().stax
     pool = stax.GlobalAvgPool() if readout == "mean" else stax.Flatten()
     return [
         stax.Dense(width, W_std=W_std, b_std=b_std),
