@@ -72,7 +72,8 @@ def infinite_attention_kernel(x1: jax.Array, x2: jax.Array | None = None, *,
         W_pos_emb_std=W_pos_emb_std, val_pos_emb=val_pos_emb, n_chan_pos_emb=n_chan_pos_emb,
         attention_mechanism=attention_mechanism, W_std=W_std, b_std=b_std, readout=readout,
         width=1))
-    out = jax.jit(kernel_fn, static_argnames="get")(x1, x2, get=get)
+    out = jax.jit(kernel_fn, static_argnames="get")(x1, x2, get=get[0] if len(get) == 1
+                                                     else get)
     if len(get) == 1:
         out = (out,)
     return dict(zip(get, out))

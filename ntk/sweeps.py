@@ -74,7 +74,7 @@ class SweepConfig:
     theorem1_vocab: int = 4
     theorem1_train: int = 256
     theorem1_test: int = 512
-    theorem1_ridge: float = 1e-3
+    theorem1_ridge: float = 0.1
     theorem4_width: int = 256
     theorem4_samples: int = 200
     theorem4_steps: int = 100
