@@ -65,7 +65,7 @@ def lemma1_linearization(cfg: SweepConfig) -> CheckResult:
     control = outcome(err[-1], LAZY_CONTROL, err[-1] <= LAZY_CONTROL,
                       f"NTK toy at width {cfg.widths[-1]}: linearisation error")
     negative = outcome(mf_slope, hi, lo <= mf_slope <= hi,
-                       "mean-field toy (step size x d): log-log slope of the error")
+                       "mean-field toy (step size proportional to d): log-log slope of the error")
     detail = (f"||p_t - p_t^lin|| / ||p_t - p_0|| at t={cfg.lr * cfg.lemma_steps:g} vs width "
               f"{list(cfg.widths)}: {fmt(err)}; log-log slope {slope:.3f} (in [{lo}, {hi}], "
               f"theory -0.5); mean-field errors {fmt(mf)}, slope {mf_slope:.3f} (must fall "

@@ -116,21 +116,21 @@ def heldout_losses(kernels, P, P_hat, ridge: float) -> np.ndarray:
     """
     P = jnp.asarray(P)
     S, n, V = np.shape(P_hat)
-    # One regression per table; the seeds' targets are extra output columns (the kernel is
-    # shared across outputs), so the solve is done once per table.
-    Y = jnp.asarray(P_hat).transpose(1, 0, 2).reshape(n, S * V)
-    losses = [_fit_loss(jnp.asarray(K), Y, P, ridge) for K in kernels]
-    return np.asarray(jnp.stack(losses), np.float64)
-
-
-def _fit_loss(K, Y, P, ridge):
-    # Eager: neural-tangents caches its Cholesky solve per kernel, which a jit trace would leak.
+    kernels = jnp.asarray(kernels)
+    T = kernels.shape[0]
+    # All tables in one solve: each kernel is divided by its mean diagonal (so an absolute
+    # ridge equals neural-tangents' relative diag_reg per table) and the tables form the
+    # blocks of one block-diagonal kernel; the seeds' targets are extra output columns.
+    scale = jnp.mean(jnp.diagonal(kernels, axis1=1, axis2=2), axis=1)
+    K = jax.scipy.linalg.block_diag(*(kernels / scale[:, None, None]))
+    Y = jnp.tile(jnp.asarray(P_hat).transpose(1, 0, 2).reshape(n, S * V), (T, 1))
+    mean = jnp.tile(Y[:n].mean(0, keepdims=True), (T * n, 1))
     nt = neural_tangents()
-    n, V = P.shape
-    mean = jnp.broadcast_to(Y.mean(0), Y.shape)
-    predict_fn = nt.predict.gradient_descent_mse(K, Y, diag_reg=ridge)
-    yhat = predict_fn(None, mean, mean, K)[1].reshape(n, -1, V).transpose(1, 0, 2)
-    return jnp.mean(jnp.sum((yhat - P) ** 2, -1) + 1.0 - jnp.sum(P * P, -1), axis=-1)
+    predict_fn = nt.predict.gradient_descent_mse(K, Y, diag_reg=ridge,
+                                                 diag_reg_absolute_scale=True)
+    yhat = predict_fn(None, mean, mean, K)[1].reshape(T, n, S, V).transpose(0, 2, 1, 3)
+    loss = jnp.mean(jnp.sum((yhat - P) ** 2, -1) + 1.0 - jnp.sum(P * P, -1), axis=-1)
+    return np.asarray(loss, np.float64)                                       # [T, S]
 
 
 def bootstrap_ci(values, *, num: int, seed: int = 0, level: float = 0.95) -> list[float]:

@@ -42,6 +42,8 @@ class SweepConfig:
         (``posjax.data.synthetic.three_regime_corpus``).
       activation, pe_init_std, attention_scaling: toy model choices (:class:`ntk.toy.ToyConfig`).
       lr, lemma_steps: gradient-descent step size and the lazy-regime horizon ``t = lr * steps``.
+      mean_field_lr: step size per unit width of the mean-field toy (``lr = mean_field_lr * d``,
+        Lemma 1's negative control; equal to ``lr`` at ``d = 40``).
       bottleneck_width: width below ``V - 1`` of Lemma 4's negative control.
       sufficiency_widths, sufficiency_sequences, sufficiency_seed, sufficiency_resamples: Lemma 2
         (attention toy; the noise floor uses that many resampled corpora).
@@ -65,11 +67,12 @@ class SweepConfig:
     attention_scaling: str = "linear"
     lr: float = 0.2
     lemma_steps: int = 50
+    mean_field_lr: float = 0.005
     bottleneck_width: int = 16
     sufficiency_widths: tuple[int, ...] = (64, 128, 256, 512)
     sufficiency_sequences: int = 1024
     sufficiency_seed: int = 1
-    sufficiency_resamples: int = 3
+    sufficiency_resamples: int = 2
     theorem1_length: int = 4
     theorem1_vocab: int = 4
     theorem1_train: int = 256
@@ -104,8 +107,8 @@ class SweepConfig:
             raise ValueError("bottleneck_width must be below vocab_size - 1")
         if self.conj_tables < 20 or len(self.conj_seeds) < 2 or len(self.conj_corpora) < 1:
             raise ValueError("the conjecture needs >= 20 tables, >= 2 seeds and >= 1 corpus")
-        if self.conj_dim >= self.conj_positions:
-            raise ValueError("conj_dim must be below conj_positions")
+        if self.conj_dim >= self.conj_positions or self.conj_dim % 2:
+            raise ValueError("conj_dim must be even (sinusoidal table) and below conj_positions")
 
     def toy(self, width: int, variant: str = "mlp", parameterization: str = "ntk"
             ) -> toy.ToyConfig:
@@ -206,7 +209,7 @@ def training_sweep(cfg: SweepConfig) -> dict[int, list[dict]]:
 
 @cached_with_calls(maxsize=2)
 def mean_field_sweep(cfg: SweepConfig) -> list[float]:
-    """Seed-mean linearisation error per width of the mean-field toy (step size ``lr * d``).
+    """Seed-mean linearisation error per width of the mean-field toy (step ``mean_field_lr * d``).
 
     Mean-field scaling (readout ``/ d``) with the step size scaled by ``d`` moves the function
     at the speed of the NTK-parameterised toy while its features move ``O(1)``: the lazy
@@ -218,7 +221,7 @@ def mean_field_sweep(cfg: SweepConfig) -> list[float]:
         tcfg = cfg.toy(width, parameterization="mean_field")
         e = []
         for seed in cfg.seeds:
-            _, _, dp, dp_lin = _runs(tcfg, P, seed, cfg.lemma_steps, cfg.lr * width)
+            _, _, dp, dp_lin = _runs(tcfg, P, seed, cfg.lemma_steps, cfg.mean_field_lr * width)
             e.append(float(np.linalg.norm(dp - dp_lin) / np.linalg.norm(dp)))
         errs.append(float(np.mean(e)))
     return errs

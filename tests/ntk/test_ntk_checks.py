@@ -18,7 +18,7 @@ TINY = SweepConfig(widths=(16, 32), seeds=(0,), num_positions=8, vocab_size=12, 
                    bottleneck_width=4, sufficiency_widths=(16,), sufficiency_sequences=64,
                    sufficiency_resamples=2, theorem1_train=32, theorem1_test=64,
                    theorem4_width=32, theorem4_samples=50, theorem4_steps=20,
-                   theorem4_seeds=(0,), conj_tables=20, conj_dim=3, conj_positions=8,
+                   theorem4_seeds=(0,), conj_tables=20, conj_dim=4, conj_positions=8,
                    conj_vocab=10, conj_seeds=(0, 1), conj_corpora=(0,), conj_widths=(16, 32),
                    conj_mc_samples=1, conj_bootstrap=200)
 NAMES = ["theorem1_necessity", "theorem4_separation", "lemma1_linearization",
