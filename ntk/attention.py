@@ -7,7 +7,7 @@ parameterisation) with the attention layer's positional-embedding options ``NONE
 infinite-width limit (Hron et al., "Infinite attention: NNGP and NTK for deep attention
 networks", arXiv 2006.10540). :func:`attention_network` gives the same layers at finite width
 (for Monte Carlo comparisons). RoPE, ALiBi, T5 biases and learned-PE inits have no analytic
-counterpart in neural-tangents (spec neural-tangents.md §5).
+counterpart in neural-tangents.
 """
 from __future__ import annotations
 

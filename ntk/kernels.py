@@ -126,7 +126,7 @@ def nnx_bridge(model: nnx.Module, *, param_filter: ParamFilter = None, **call_kw
     """Functional view ``(apply_fn, params)`` of an NNX model for neural-tangents.
 
     The model is switched to eval mode (dropout off). ``params`` is an ``nnx.State`` of the
-    selected ``nnx.Param`` leaves; everything else is closed over (spec neural-tangents.md §8).
+    selected ``nnx.Param`` leaves; everything else is closed over.
 
     Args:
       model: any NNX module called as ``model(x, **call_kwargs)``.
@@ -250,7 +250,7 @@ def positional_ntk(model, tokens, tokens2=None, *, params=None,
 
     Rows of ``tokens`` are processed ``batch_size`` at a time with ``lax.map`` so the memory
     stays that of one block (``128`` positions x a small model fit on CPU).
-    Appendix A of arXiv 2604.05217 (reconstruction: spec geometry.md §11).
+    Appendix A of arXiv 2604.05217 (our reading: ``docs/ntk.md``).
 
     Args:
       model: an NNX module (``params=None``; default filter ``"pes"`` = the PE modules of a

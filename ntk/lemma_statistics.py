@@ -1,4 +1,5 @@
-"""Lemma and theorem quantities of arXiv 2604.05217 (Appendix A reconstruction, spec §10-§11).
+"""Lemma and theorem quantities of arXiv 2604.05217 (Theorems 1, 4 and Appendix A;
+our readings are described in ``docs/ntk.md``).
 
 Pure numpy / JAX functions of arrays; the training that produces the arrays lives in
 :mod:`ntk.dynamics` and :mod:`ntk.theorems`. Float64 numpy throughout (these are small

@@ -1,6 +1,6 @@
 """The NTK-parameterised masked-LM toy model of the Appendix A lemma checks.
 
-Testbed of spec geometry.md §11 (arXiv 2604.05217, Appendix A, reconstruction): token
+Testbed of the Appendix A checks of arXiv 2604.05217 (our reading, ``docs/ntk.md``): token
 embeddings ``E [V + 1, d]`` (row ``V`` is ``[MASK]``), learned positions ``p [n, d]``, optionally
 one attention layer, a two-layer MLP and an MLM head, all in NTK parameterisation (weights
 ``N(0, 1)``, every matmul divided by ``sqrt(fan_in)``; Jacot et al., arXiv 1806.07572), so that
@@ -8,7 +8,7 @@ the width ``d`` can be swept towards the lazy (kernel) limit.
 
 Every position is predicted with its own token masked, in one pass:
 
-* ``"mlp"`` (the spec's simpler variant): ``h_i = E[MASK] + p_i`` and
+* ``"mlp"`` (the simpler variant): ``h_i = E[MASK] + p_i`` and
   ``z_i = W2^T phi(W1^T h_i / sqrt(d)) / sqrt(d)`` ``[V]``. The output at ``i`` sees no context,
   so the expected MLM loss is exact given ``P``:
   ``L = sum_i sum_w P_iw (-log softmax(z_i)_w)``.
@@ -19,7 +19,7 @@ Every position is predicted with its own token masked, in one pass:
   a kernel limit, as neural-tangents' ``linear_scaling``) or ``1/sqrt(d)`` (``"sqrt"``); then the
   same MLP head. The loss is the cross-entropy against per-sequence target distributions.
 
-[Interpretation] choices (fields of :class:`ToyConfig`, recorded in results): the variant, the
+Reading choices (fields of :class:`ToyConfig`, recorded in results): the variant, the
 activation, the position init scale (``0`` = the common initialisation of the conjecture), the
 attention scaling and the loss reduction (sum over positions, mean over sequences).
 """

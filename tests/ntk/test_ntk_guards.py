@@ -1,6 +1,6 @@
 """Guard tests: they fail if the adapted neural-tangents silently computes wrong numbers.
 
-Spec neural-tangents.md §7: analytic kernels vs closed-form arc-cosine kernels, empirical NTK vs
+Analytic kernels vs closed-form arc-cosine kernels, empirical NTK vs
 an independent ``jax.jacrev`` J J^T on a posjax NNX model, analytic vs Monte Carlo with width.
 """
 import os
@@ -236,7 +236,7 @@ def test_infinite_attention_kernel_positional_options():
             assert np.linalg.eigvalsh(m).min() > -1e-12
     # Without a PE the mean-pooled attention network ignores the order of its input; with an
     # (i.i.d. or decaying) Gaussian PE it does not.
-    assert _rel(none_p["ntk"], none["ntk"]) < 1e-8          # spec §7 GSA tolerance (f64)
+    assert _rel(none_p["ntk"], none["ntk"]) < 1e-8          # float64 tolerance
     assert _rel(none_p["nngp"], none["nngp"]) < 1e-8
     assert _rel(sum_p["ntk"], sum_["ntk"]) > 1e-3
     with pytest.raises(ValueError, match="pos_emb_type"):
