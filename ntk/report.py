@@ -74,7 +74,7 @@ def _plot(r, ax) -> None:
         _loglog(ax, d["widths"], d["one_minus_r2"], "1 - R^2")
         ax.set_ylabel("1 - R^2 (Delta p on P)")
     elif name == "lemma4_distortion_bounds":
-        ax.semilogx(d["widths"], d["ratio"], "o-", label="c2/c1 (tangent space)")
+        ax.loglog(d["widths"], d["ratio"], "o-", label="c2/c1 (tangent space)")
         ax.axhline(1.0, color="k", ls="--", label="infinite width (stax): 1")
         ax.axhline(r.threshold, color="r", ls=":", label="threshold")
         ax.set_xlabel("width")

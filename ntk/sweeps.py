@@ -159,10 +159,10 @@ def infinite_width_kappa(cfg: SweepConfig) -> float:
     input, ``ntk - nngp = E[phi'(u)^2] K0`` with ``K0 = 1``.
     """
     stax = neural_tangents().stax
-    act = {"gelu": stax.Gelu(), "relu": stax.Relu(), "erf": stax.Erf()}.get(cfg.activation)
-    if act is None:
+    layer = {"gelu": "Gelu", "relu": "Relu", "erf": "Erf"}.get(cfg.activation)
+    if layer is None:
         raise ValueError(f"no stax counterpart for activation {cfg.activation!r}")
-    _, _, kernel_fn = stax.serial(stax.Dense(1, W_std=1.0, b_std=0.0), act,
+    _, _, kernel_fn = stax.serial(stax.Dense(1, W_std=1.0, b_std=0.0), getattr(stax, layer)(),
                                   stax.Dense(1, W_std=1.0, b_std=0.0))
     with jax.enable_x64(True):
         x = jnp.ones((1, 4), jnp.float64)
