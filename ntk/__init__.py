@@ -14,16 +14,17 @@ import importlib
 
 __all__ = ["load_neural_tangents", "versions", "empirical_ntk", "positional_ntk",
            "native_ntk", "infinite_attention_kernel", "nnx_bridge", "CheckResult", "checks",
-           "lemma_statistics", "kernels", "toy"]
+           "lemma_statistics", "kernels", "toy", "recording", "neural_tangents"]
 
 _LAZY = {
     "load_neural_tangents": "ntk._compat", "versions": "ntk._compat",
     "empirical_ntk": "ntk.kernels", "positional_ntk": "ntk.kernels",
     "native_ntk": "ntk.kernels", "infinite_attention_kernel": "ntk.attention",
     "nnx_bridge": "ntk.kernels", "CheckResult": "ntk.result",
+    "neural_tangents": "ntk.recording",
 }
 _SUBMODULES = ("checks", "lemma_statistics", "kernels", "attention", "toy", "sweeps", "dynamics",
-               "theorems", "appendix_a", "result")
+               "theorems", "appendix_a", "conjecture", "result", "recording", "report")
 
 
 def __getattr__(name):

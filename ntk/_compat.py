@@ -4,7 +4,7 @@ neural-tangents (Novak et al., "Neural Tangents: Fast and Easy Infinite Neural N
 Python", arXiv 1912.02803) was last released for JAX 0.4.x. Its modules import JAX internals
 that later releases moved or removed, and its package ``__init__`` imports the TensorFlow-based
 ``neural_tangents.experimental``. This module makes the unmodified wheel importable
-(docs/interpretations.md, neural-tangents; steps a-g):
+(steps a-g; the rules are described in ``docs/ntk.md``):
 
 a. read the installed ``jax`` / ``neural_tangents`` versions (:func:`versions`);
 b. alias ``Jaxpr, JaxprEqn, Var, Literal, Primitive, ClosedJaxpr`` from ``jax.extend.core`` onto
@@ -55,7 +55,7 @@ def _dist_version(name: str) -> str:
 
 
 def versions() -> dict[str, str]:
-    """Installed versions to record in every NTK result (step a above).
+    """Installed versions to record in every NTK result (step a).
 
     Returns:
       ``{"jax": ..., "jaxlib": ..., "flax": ..., "neural_tangents": ..., "numpy": ...}``.

@@ -7,7 +7,7 @@ parameterisation) with the attention layer's positional-embedding options ``NONE
 infinite-width limit (Hron et al., "Infinite attention: NNGP and NTK for deep attention
 networks", arXiv 2006.10540). :func:`attention_network` gives the same layers at finite width
 (for Monte Carlo comparisons). RoPE, ALiBi, T5 biases and learned-PE inits have no analytic
-counterpart in neural-tangents (docs/interpretations.md).
+counterpart in neural-tangents.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from ntk._compat import load_neural_tangents
+from ntk.recording import neural_tangents
 
 __all__ = ["POS_EMB_TYPES", "infinite_attention_kernel", "attention_network"]
 
@@ -65,14 +65,15 @@ def infinite_attention_kernel(x1: jax.Array, x2: jax.Array | None = None, *,
         raise ValueError(f"get must be a non-empty subset of ('nngp', 'ntk'), got {get!r}")
     if jnp.ndim(x1) != 3:
         raise ValueError(f"x1 must be [N, T, C], got shape {jnp.shape(x1)}")
-    nt = load_neural_tangents()
+    nt = neural_tangents()
     stax = nt.stax
     _, _, kernel_fn = stax.serial(*attention_network(
         pos_emb_type=pos_emb_type, decay_fn=_decay(decay_fn), pos_emb_p_norm=pos_emb_p_norm,
         W_pos_emb_std=W_pos_emb_std, val_pos_emb=val_pos_emb, n_chan_pos_emb=n_chan_pos_emb,
         attention_mechanism=attention_mechanism, W_std=W_std, b_std=b_std, readout=readout,
         width=1))
-    out = jax.jit(kernel_fn, static_argnames="get")(x1, x2, get=get)
+    out = jax.jit(kernel_fn, static_argnames="get")(x1, x2, get=get[0] if len(get) == 1
+                                                     else get)
     if len(get) == 1:
         out = (out,)
     return dict(zip(get, out))
@@ -89,7 +90,7 @@ def attention_network(*, pos_emb_type: str = "SUM", decay_fn: Callable | None = 
     ``stax.serial(*attention_network(width=w))`` gives ``(init_fn, apply_fn, kernel_fn)``; the
     finite network's Monte Carlo kernel converges to the analytic one as ``w`` grows.
     """
-    stax = load_neural_tangents().stax
+    stax = neural_tangents().stax
     pool = stax.GlobalAvgPool() if readout == "mean" else stax.Flatten()
     return [
         stax.Dense(width, W_std=W_std, b_std=b_std),

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ntk import toy
-from ntk._compat import load_neural_tangents
+from ntk.recording import neural_tangents
 
 __all__ = ["train_mlp_toy", "positional_gradient", "comonotone_corpus", "shuffle_columns",
            "comonotone_targets"]
@@ -31,7 +31,7 @@ __all__ = ["train_mlp_toy", "positional_gradient", "comonotone_corpus", "shuffle
 def _train(params0, P, lr, *, cfg: toy.ToyConfig, steps: int, record_every: int,
            linearized: bool):
     apply = lambda p, x: toy.logits(p, None, cfg)
-    f = load_neural_tangents().linearize(apply, params0) if linearized else apply
+    f = neural_tangents().linearize(apply, params0) if linearized else apply
 
     def loss(p):
         return -jnp.sum(P * jax.nn.log_softmax(f(p, None), axis=-1))

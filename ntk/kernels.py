@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ntk._compat import load_neural_tangents
+from ntk.recording import neural_tangents
 
 __all__ = ["IMPLEMENTATIONS", "DEFAULT_IMPLEMENTATION", "resolve_implementation", "nnx_bridge",
            "split_params", "empirical_ntk", "positional_ntk", "native_ntk", "native_jacobian",
@@ -55,7 +55,7 @@ def resolve_implementation(implementation: Any = DEFAULT_IMPLEMENTATION) -> int:
       ValueError: for ``AUTO`` and ``STRUCTURED_DERIVATIVES`` (broken on current JAX) or an
         unknown name.
     """
-    nt = load_neural_tangents()
+    nt = neural_tangents()
     enum = nt.NtkImplementation
     if isinstance(implementation, str):
         name = implementation.upper()
@@ -126,7 +126,7 @@ def nnx_bridge(model: nnx.Module, *, param_filter: ParamFilter = None, **call_kw
     """Functional view ``(apply_fn, params)`` of an NNX model for neural-tangents.
 
     The model is switched to eval mode (dropout off). ``params`` is an ``nnx.State`` of the
-    selected ``nnx.Param`` leaves; everything else is closed over (docs/interpretations.md).
+    selected ``nnx.Param`` leaves; everything else is closed over.
 
     Args:
       model: any NNX module called as ``model(x, **call_kwargs)``.
@@ -233,7 +233,7 @@ def empirical_ntk(model_or_apply_fn, params=None, x1=None, x2=None, *,
     """
     if x1 is None:
         raise ValueError("x1 is required")
-    nt = load_neural_tangents()
+    nt = neural_tangents()
     impl = resolve_implementation(implementation)
     apply_fn, p = _functional(model_or_apply_fn, params, param_filter, call_kwargs)
     fn = nt.empirical_ntk_fn(apply_fn, trace_axes=tuple(trace_axes),
@@ -250,7 +250,7 @@ def positional_ntk(model, tokens, tokens2=None, *, params=None,
 
     Rows of ``tokens`` are processed ``batch_size`` at a time with ``lax.map`` so the memory
     stays that of one block (``128`` positions x a small model fit on CPU).
-    Appendix A of arXiv 2604.05217 (reconstruction: docs/interpretations.md).
+    Appendix A of arXiv 2604.05217 (our reading: ``docs/ntk.md``).
 
     Args:
       model: an NNX module (``params=None``; default filter ``"pes"`` = the PE modules of a
@@ -271,7 +271,7 @@ def positional_ntk(model, tokens, tokens2=None, *, params=None,
     tokens2 = tokens if tokens2 is None else jnp.asarray(tokens2)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    nt = load_neural_tangents()
+    nt = neural_tangents()
     impl = resolve_implementation(implementation)
     apply_fn, p = _functional(model, params, param_filter, call_kwargs)
     fn = nt.empirical_ntk_fn(apply_fn, trace_axes=tuple(trace_axes), vmap_axes=0,

@@ -1,4 +1,5 @@
-"""Lemma and theorem quantities of arXiv 2604.05217 (Theorems 1, 4 and the Appendix A reconstruction).
+"""Lemma and theorem quantities of arXiv 2604.05217 (Theorems 1, 4 and Appendix A;
+our readings are described in ``docs/ntk.md``).
 
 Pure numpy / JAX functions of arrays; the training that produces the arrays lives in
 :mod:`ntk.dynamics` and :mod:`ntk.theorems`. Float64 numpy throughout (these are small
@@ -27,16 +28,26 @@ __all__ = ["pairwise_distances", "hellinger_chord", "clr_distances", "hellinger_
 
 
 def pairwise_distances(X) -> np.ndarray:
-    """Euclidean distances ``[n, n]`` between the rows of ``X [n, k]`` (float64, zero diagonal)."""
-    X = np.asarray(X, np.float64)
-    diff = X[:, None, :] - X[None, :, :]
-    return np.sqrt(np.sum(diff * diff, axis=-1))
+    """Euclidean distances ``[n, n]`` between the rows of ``X [n, k]`` (float64, zero diagonal),
+    by ``posjax.geometry.pairwise_distances`` in float64."""
+    import jax
+    import jax.numpy as jnp
+
+    import posjax.geometry as geo
+    with jax.enable_x64(True):
+        return np.asarray(geo.pairwise_distances(jnp.asarray(np.asarray(X, np.float64))))
 
 
 def hellinger_chord(P) -> np.ndarray:
-    """Chord Hellinger distances ``||sqrt(P_i) - sqrt(P_j)||_2`` ``[n, n]`` in float64."""
+    """Chord Hellinger distances ``||sqrt(P_i) - sqrt(P_j)||_2`` ``[n, n]`` (Eq. 3 of the
+    paper), by ``posjax.geometry.hellinger_matrix`` in float64."""
+    import jax
+    import jax.numpy as jnp
+
+    import posjax.geometry as geo
     P = _check_P(P)
-    return pairwise_distances(np.sqrt(P))
+    with jax.enable_x64(True):
+        return np.asarray(geo.hellinger_matrix(jnp.asarray(P)), np.float64)
 
 
 def clr_distances(P) -> np.ndarray:

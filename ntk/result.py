@@ -4,9 +4,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
+from posjax._json import jsonable
 
-__all__ = ["CheckResult", "jsonable", "fmt"]
+__all__ = ["CheckResult", "outcome", "fmt"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,9 +16,11 @@ class CheckResult:
     Attributes:
       name: the check's name (e.g. ``"lemma1_linearization"``).
       passed: whether ``statistic`` meets ``threshold`` and the conditions stated in ``detail``.
-      statistic / threshold: the headline number and its pass threshold.
+      statistic / threshold: the headline number and its pass threshold (fixed before the run).
       detail: one line stating the reading tested, the numbers and the pass rule.
-      data: per-width series, the configuration (every interpretation choice) and versions.
+      data: per-width series, the configuration, ``control`` and ``negative_control``
+        (:func:`outcome` records), ``neural_tangents`` (the functions the check called,
+        recorded at call time by :mod:`ntk.recording`) and versions.
     """
 
     name: str
@@ -34,19 +36,14 @@ class CheckResult:
                 "detail": self.detail, "data": jsonable(self.data)}
 
 
-def jsonable(x):
-    """Convert numpy containers / scalars recursively to JSON-serialisable Python objects."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return jsonable(x.tolist())
-    if isinstance(x, (np.floating, np.integer, np.bool_)):
-        return x.item()
-    if isinstance(x, float) and not np.isfinite(x):
-        return str(x)
-    return x
+def outcome(statistic: float, threshold: float, passed: bool, case: str) -> dict[str, Any]:
+    """A control / negative-control record ``{"statistic", "threshold", "passed", "case"}``.
+
+    ``passed`` means "the claim holds in this case": expected true for a control (a case where
+    the claim must hold) and false for a negative control (a case violating its premise).
+    """
+    return {"statistic": float(statistic), "threshold": float(threshold),
+            "passed": bool(passed), "case": case}
 
 
 def fmt(values) -> str:

@@ -1,6 +1,6 @@
 """The NTK-parameterised masked-LM toy model of the Appendix A lemma checks.
 
-Testbed of arXiv 2604.05217, Appendix A (reconstruction: docs/interpretations.md): token
+Testbed of the Appendix A checks of arXiv 2604.05217 (our reading, ``docs/ntk.md``): token
 embeddings ``E [V + 1, d]`` (row ``V`` is ``[MASK]``), learned positions ``p [n, d]``, optionally
 one attention layer, a two-layer MLP and an MLM head, all in NTK parameterisation (weights
 ``N(0, 1)``, every matmul divided by ``sqrt(fan_in)``; Jacot et al., arXiv 1806.07572), so that
@@ -19,7 +19,7 @@ Every position is predicted with its own token masked, in one pass:
   a kernel limit, as neural-tangents' ``linear_scaling``) or ``1/sqrt(d)`` (``"sqrt"``); then the
   same MLP head. The loss is the cross-entropy against per-sequence target distributions.
 
-Interpretation choices (docs/interpretations.md; fields of :class:`ToyConfig`, recorded in results): the variant, the
+Reading choices (fields of :class:`ToyConfig`, recorded in results): the variant, the
 activation, the position init scale (``0`` = the common initialisation of the conjecture), the
 attention scaling and the loss reduction (sum over positions, mean over sequences).
 """
@@ -49,6 +49,10 @@ class ToyConfig:
       activation: one of ``gelu``, ``relu``, ``tanh``, ``erf``.
       pe_init_std: std of the initial positions (``0``: all positions start equal).
       attention_scaling: ``"linear"`` (``1/d``) or ``"sqrt"`` (``1/sqrt(d)``) logit scaling.
+      parameterization: ``"ntk"`` (readout ``/ sqrt(d)``: lazy as ``d`` grows) or
+        ``"mean_field"`` (readout ``/ d``, Mei et al., arXiv 1804.06561: features keep moving at
+        every width when the step size is scaled by ``d``; the premise of the lazy-regime
+        lemmas fails).
     """
 
     num_positions: int = 16
@@ -58,6 +62,7 @@ class ToyConfig:
     activation: str = "gelu"
     pe_init_std: float = 0.0
     attention_scaling: str = "linear"
+    parameterization: str = "ntk"
 
     def __post_init__(self):
         for name in ("num_positions", "vocab_size", "width"):
@@ -71,6 +76,9 @@ class ToyConfig:
                              f"{self.activation!r}")
         if self.pe_init_std < 0:
             raise ValueError(f"ToyConfig.pe_init_std must be >= 0, got {self.pe_init_std}")
+        if self.parameterization not in ("ntk", "mean_field"):
+            raise ValueError(f"ToyConfig.parameterization must be 'ntk' or 'mean_field', got "
+                             f"{self.parameterization!r}")
         if self.attention_scaling not in ("linear", "sqrt"):
             raise ValueError(f"ToyConfig.attention_scaling must be 'linear' or 'sqrt', got "
                              f"{self.attention_scaling!r}")
@@ -98,9 +106,10 @@ def init_params(key: jax.Array, cfg: ToyConfig) -> dict[str, jax.Array]:
 
 
 def _head(params, h, cfg: ToyConfig):
-    """MLP head ``[..., d] -> [..., V]`` in NTK parameterisation."""
+    """MLP head ``[..., d] -> [..., V]`` (readout ``/ sqrt(d)``, or ``/ d`` for mean field)."""
     s = 1.0 / math.sqrt(cfg.width)
-    return (_ACT[cfg.activation]((h @ params["W1"]) * s) @ params["W2"]) * s
+    out = 1.0 / cfg.width if cfg.parameterization == "mean_field" else s
+    return (_ACT[cfg.activation]((h @ params["W1"]) * s) @ params["W2"]) * out
 
 
 def logits(params: dict[str, jax.Array], tokens: jax.Array | None, cfg: ToyConfig, *,

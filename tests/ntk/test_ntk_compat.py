@@ -1,4 +1,4 @@
-"""The import-time adaptation of neural-tangents (docs/interpretations.md)."""
+"""The import-time adaptation of neural-tangents (described in docs/ntk.md)."""
 import subprocess
 import sys
 import types

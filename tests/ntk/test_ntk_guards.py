@@ -1,8 +1,10 @@
 """Guard tests: they fail if the adapted neural-tangents silently computes wrong numbers.
 
-Guards: analytic kernels vs closed-form arc-cosine kernels, empirical NTK vs
+Analytic kernels vs closed-form arc-cosine kernels, empirical NTK vs
 an independent ``jax.jacrev`` J J^T on a posjax NNX model, analytic vs Monte Carlo with width.
 """
+import os
+
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
@@ -142,19 +144,36 @@ def test_eager_fallback_when_jit_jacobians_are_unreliable(monkeypatch):
     np.testing.assert_allclose(eager, compiled, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.slow
 def test_default_path_is_right_where_jit_jacobians_break():
-    # 8 x 32 = 256 outputs per example through LayerNorm: jit(jacrev) breaks on jax 0.10.2 CPU;
-    # the default (jit=None) must still return the right kernel.
-    cfg = TransformerConfig(vocab_size=11, num_layers=1, d_model=32, num_heads=2, d_ff=32,
-                            max_len=8, pe="learned", pe_options={"std": 0.5})
-    model = Transformer(cfg, rngs=nnx.Rngs(3))
-    x = jax.random.randint(jax.random.PRNGKey(4), (1, 8), 0, 11)
-    apply_fn, params = kernels.nnx_bridge(model, param_filter="pes")
+    # 32 x 8 = 256 outputs through a row mean broadcast back (as in LayerNorm): the size where
+    # jit(jacrev) breaks on jax 0.10.2 CPU. The default (jit=None) must still be right.
+    def apply_fn(p, x):
+        z = x * p["s"]
+        return (z - z.mean(-1, keepdims=True)) * z.mean(-1, keepdims=True)
+    params = {"s": jnp.linspace(0.5, 1.5, 8)}
+    x = jax.random.normal(jax.random.PRNGKey(4), (1, 32, 8))
     with pytest.warns(None if kernels.jit_jacobians_reliable() else RuntimeWarning):
         theta = kernels.empirical_ntk(apply_fn, params, x)
     native = kernels.native_ntk(apply_fn, params, x)
     assert _rel(theta, native) <= 1e-5
+
+
+def test_linearize_is_the_first_order_taylor_expansion():
+    nt = load_neural_tangents()
+    f = lambda p, x: jnp.tanh(x @ p["w"]) @ p["v"]                    # noqa: E731
+    p0 = {"w": jnp.full((3, 4), 0.3), "v": jnp.linspace(-1, 1, 8).reshape(4, 2)}
+    x = jax.random.normal(jax.random.PRNGKey(0), (5, 3))
+    dp = jax.tree_util.tree_map(lambda a: 0.1 * jnp.cos(jnp.arange(a.size).reshape(a.shape)), p0)
+    f_lin = nt.linearize(f, p0)
+    errs = []
+    for eps in (1.0, 0.5, 0.25):
+        p = jax.tree_util.tree_map(lambda a, b: a + eps * b, p0, dp)
+        step = jax.tree_util.tree_map(lambda b: eps * b, dp)
+        _, jvp = jax.jvp(lambda q: f(q, x), (p0,), (step,))
+        np.testing.assert_allclose(f_lin(p, x), f(p0, x) + jvp, rtol=1e-5, atol=1e-6)
+        errs.append(float(jnp.max(jnp.abs(f_lin(p, x) - f(p, x)))))
+    # The remainder is second order: halving the step quarters it.
+    assert 3.0 < errs[0] / errs[1] < 5.0 and 3.0 < errs[1] / errs[2] < 5.0
 
 
 def test_apply_fn_with_pytree_filter_matches_native():
@@ -217,8 +236,48 @@ def test_infinite_attention_kernel_positional_options():
             assert np.linalg.eigvalsh(m).min() > -1e-12
     # Without a PE the mean-pooled attention network ignores the order of its input; with an
     # (i.i.d. or decaying) Gaussian PE it does not.
-    assert _rel(none_p["ntk"], none["ntk"]) < 1e-8          # GSA tolerance (f64)
+    assert _rel(none_p["ntk"], none["ntk"]) < 1e-8          # float64 tolerance
     assert _rel(none_p["nngp"], none["nngp"]) < 1e-8
     assert _rel(sum_p["ntk"], sum_["ntk"]) > 1e-3
     with pytest.raises(ValueError, match="pos_emb_type"):
         kernels.infinite_attention_kernel(xs, pos_emb_type="ROPE")
+
+
+REFERENCE = np.load(os.path.join(os.path.dirname(__file__), "data", "attention_reference.npz"))
+REF_CASES = {
+    "none": dict(pos_emb_type="NONE"),
+    "sum_decay": dict(pos_emb_type="SUM", decay_fn=lambda d: jnp.exp(-d / 4)),
+    "sum_decay_values": dict(pos_emb_type="SUM", decay_fn=lambda d: jnp.exp(-d / 4), W_std=1.3,
+                             b_std=0.2, val_pos_emb=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REF_CASES))
+def test_attention_kernel_matches_stored_native_reference(case):
+    # Stored values: neural-tangents 0.6.5 imported natively on jax 0.4.30 (no adaptation),
+    # made by tests/ntk/data/make_attention_reference.py.
+    with jax.enable_x64(True):
+        k = kernels.infinite_attention_kernel(jnp.asarray(REFERENCE["x"]), **REF_CASES[case])
+    for name in ("nngp", "ntk"):
+        ref = REFERENCE[f"{case}_{name}"]
+        assert np.max(np.abs(np.asarray(k[name]) - ref)) <= 1e-8 * np.max(np.abs(ref))
+
+
+def test_attention_monte_carlo_converges_to_analytic():
+    # The readout has `w` channels (traced), so the Monte Carlo NNGP averages over them and its
+    # error shrinks like w^-1/2; with one output channel it would not shrink at all.
+    nt = load_neural_tangents()
+    x = jax.random.normal(jax.random.PRNGKey(0), (3, 4, 3))
+    decay = lambda d: jnp.exp(-d / 4)                                  # noqa: E731
+    exact = kernels.infinite_attention_kernel(x, pos_emb_type="SUM", decay_fn=decay,
+                                              get=("nngp",))["nngp"]
+    widths, errors = (16, 64, 256), []
+    for w in widths:
+        layers = kernels.attention_network(pos_emb_type="SUM", decay_fn=decay, width=w)[:-1]
+        init_fn, apply_fn, kernel_fn = nt.stax.serial(*layers, nt.stax.Dense(w))
+        assert _rel(kernel_fn(x, None, "nngp"), exact) < 1e-6        # same analytic kernel
+        mc = nt.monte_carlo_kernel_fn(init_fn, apply_fn, jax.random.PRNGKey(1), n_samples=4,
+                                      trace_axes=(-1,))(x, None, "nngp")
+        errors.append(float(jnp.linalg.norm(mc - exact) / jnp.linalg.norm(exact)))
+    slope = np.polyfit(np.log(widths), np.log(errors), 1)[0]
+    assert errors[-1] < 0.25 and slope < -0.25, (errors, slope)       # theory: -1/2
