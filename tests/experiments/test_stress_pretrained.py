@@ -110,12 +110,7 @@ def test_text_dataset_needs_a_directory():
 def test_labelled_corpus_gives_model_arrays(tmp_path):
     from experiments._stress_data import prepare
 
-    data = tmp_path / "corpus"
-    data.mkdir()
-    for split, n, seed in (("train", 60, 0), ("validation", 20, 1)):
-        with open(data / f"{split}.jsonl", "w") as f:
-            for i, line in enumerate(_lines(n, seed)):
-                f.write(json.dumps({"text": line, "label": ["neg", "pos", "mixed"][i % 3]}) + "\n")
+    data = _labelled(tmp_path, "validation", ["neg", "pos", "mixed"])
     cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
     prep = prepare(cfg, str(tmp_path / "out"))
     assert prep.num_classes == 3 and prep.train["tokens"].shape == (40, 10)
