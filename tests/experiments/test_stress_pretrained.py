@@ -87,14 +87,19 @@ def test_text_corpus_end_to_end_with_pretrained_row(tmp_path, checkpoint):
     assert {"pretrained", "mds_full"} <= set(res["E1"]["plugin"])
 
 
-@pytest.mark.slow
-def test_text_corpus_with_labels_runs_e4(tmp_path):
+def _labelled(tmp_path, eval_split, names):
     data = tmp_path / "corpus"
     data.mkdir()
-    for split, n, seed in (("train", 60, 0), ("test", 20, 1)):
+    for split, n, seed in (("train", 60, 0), (eval_split, 20, 1)):
         with open(data / f"{split}.jsonl", "w") as f:
             for i, line in enumerate(_lines(n, seed)):
-                f.write(json.dumps({"text": line, "label": i % 2}) + "\n")
+                f.write(json.dumps({"text": line, "label": names[i % len(names)]}) + "\n")
+    return data
+
+
+@pytest.mark.slow
+def test_text_corpus_with_labels_runs_e4(tmp_path):
+    data = _labelled(tmp_path, "test", [0, 1])
     cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
     res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
     assert [r["pe"] for r in res["E4"]["rows"]] == ["learned"]
