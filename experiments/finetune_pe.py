@@ -309,7 +309,7 @@ def table(summary: list[dict]) -> str:
     for s in summary:
         ci = "" if math.isnan(s["accuracy_ci95"]) else f" ± {100 * s['accuracy_ci95']:.1f}"
         vs = s.get("vs_learned")
-        body.append([s["pe"], f"{s['stress_raw']:.4f}", f"{s['stress_optimal']:.4f}",
+        body.append([s["pe"], f"{s['stress_raw']:.4g}", f"{s['stress_optimal']:.4g}",
                      f"{100 * s['accuracy_mean']:.1f}{ci}", s["seeds"],
                      "—" if vs is None else f"{100 * vs['diff']:+.1f} "
                      f"[{100 * vs['ci95'][0]:+.1f}, {100 * vs['ci95'][1]:+.1f}] {vs['verdict']}"])

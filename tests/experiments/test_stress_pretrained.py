@@ -87,14 +87,19 @@ def test_text_corpus_end_to_end_with_pretrained_row(tmp_path, checkpoint):
     assert {"pretrained", "mds_full"} <= set(res["E1"]["plugin"])
 
 
-@pytest.mark.slow
-def test_text_corpus_with_labels_runs_e4(tmp_path):
+def _labelled(tmp_path, eval_split, names):
     data = tmp_path / "corpus"
     data.mkdir()
-    for split, n, seed in (("train", 60, 0), ("test", 20, 1)):
+    for split, n, seed in (("train", 60, 0), (eval_split, 20, 1)):
         with open(data / f"{split}.jsonl", "w") as f:
             for i, line in enumerate(_lines(n, seed)):
-                f.write(json.dumps({"text": line, "label": i % 2}) + "\n")
+                f.write(json.dumps({"text": line, "label": names[i % len(names)]}) + "\n")
+    return data
+
+
+@pytest.mark.slow
+def test_text_corpus_with_labels_runs_e4(tmp_path):
+    data = _labelled(tmp_path, "test", [0, 1])
     cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
     res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
     assert [r["pe"] for r in res["E4"]["rows"]] == ["learned"]
@@ -110,12 +115,7 @@ def test_text_dataset_needs_a_directory():
 def test_labelled_corpus_gives_model_arrays(tmp_path):
     from experiments._stress_data import prepare
 
-    data = tmp_path / "corpus"
-    data.mkdir()
-    for split, n, seed in (("train", 60, 0), ("validation", 20, 1)):
-        with open(data / f"{split}.jsonl", "w") as f:
-            for i, line in enumerate(_lines(n, seed)):
-                f.write(json.dumps({"text": line, "label": ["neg", "pos", "mixed"][i % 3]}) + "\n")
+    data = _labelled(tmp_path, "validation", ["neg", "pos", "mixed"])
     cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
     prep = prepare(cfg, str(tmp_path / "out"))
     assert prep.num_classes == 3 and prep.train["tokens"].shape == (40, 10)
