@@ -48,15 +48,13 @@ def segment_pool(hidden: jax.Array, runs: jax.Array, pooling: str, num_segments:
                  padding_mask: jax.Array | None = None) -> jax.Array:
     """Pool ``hidden [B, T, d]`` per segment: ``[B, num_segments, d]``.
 
-    ``cls``: the first token of the segment; ``mean``: mean over its real tokens
+    ``cls``: the first (real) token of the segment; ``mean``: mean over its real tokens
     (``padding_mask`` True); ``last``: its last real token. Segments absent from a row give
     zeros.
     """
     real = (jnp.ones(runs.shape, bool) if padding_mask is None
             else jnp.asarray(padding_mask, bool))
-    member = runs[:, :, None] == jnp.arange(num_segments)[None, None, :]  # [B, T, S]
-    if pooling != "cls":
-        member = member & real[:, :, None]
+    member = (runs[:, :, None] == jnp.arange(num_segments)[None, None, :]) & real[:, :, None]
     present = member.any(axis=1)  # [B, S]
     if pooling == "mean":
         w = member.astype(hidden.dtype)
