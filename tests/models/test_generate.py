@@ -142,3 +142,57 @@ def test_generate_rejects_bad_input():
     with pytest.raises(ValueError, match="16 positions of PE 'learned'"):
         generate(tiny_lm("learned"), prompt(), max_new_tokens=13)
     assert generate(model, prompt(), max_new_tokens=0).shape == (2, PROMPT)
+
+
+class _CumulativeGate(pe.PositionalEncoding):
+    """A test PE in the pattern of gated cumulative positions: ``rotate`` appends a per-key gate
+    coordinate (cached with the key), and the ``logits`` hook subtracts, for each query i and
+    key j, the sum of the gates of the visible keys after j plus a contextual count
+    ``sum_{t >= j visible} sigmoid(q_i . k_t)``."""
+
+    hook = "rotate"
+
+    def __init__(self, options, ctx, *, rngs):
+        super().__init__(options, ctx)
+
+    def rotate(self, q, k, q_pos, k_pos):
+        gate = jax.nn.log_sigmoid(k.sum(-1, keepdims=True))
+        return (jnp.concatenate([q, jnp.zeros_like(q[..., :1])], -1),
+                jnp.concatenate([k, gate], -1))
+
+    def logits(self, logits, q, k, q_pos, k_pos, mask):
+        vis = jnp.ones(logits.shape, bool) if mask is None else jnp.broadcast_to(mask, logits.shape)
+        after = lambda x: jnp.cumsum(x[..., ::-1], -1)[..., ::-1] - x  # sum over t > j
+        gate = jnp.where(vis, jnp.moveaxis(k[..., -1], 1, -1)[:, :, None, :], 0.0)
+        count = jnp.where(vis, jax.nn.sigmoid(jnp.einsum("bqhd,bkhd->bhqk", q, k)), 0.0)
+        return logits + after(gate) - 0.5 * (after(count) + count)
+
+
+@pytest.fixture
+def cumulative_gate_pe():
+    import dataclasses
+
+    from posjax.encodings import registry
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        pass
+
+    registry.register("_test_cumulative_gate", options=Options)(_CumulativeGate)
+    try:
+        yield "_test_cumulative_gate"
+    finally:
+        registry._REGISTRY.pop("_test_cumulative_gate")
+
+
+def test_contextual_logits_hook_decodes_and_packs(cumulative_gate_pe):
+    model = tiny_lm(cumulative_gate_pe)
+    check_cache_matches_recompute(model)
+    tokens = prompt(batch=1, length=9)
+    seg = jnp.array([[0] * 4 + [1] * 5])
+    packed = model(tokens, segment_ids=seg)
+    np.testing.assert_allclose(packed[:, :4], model(tokens[:, :4]), atol=1e-5)
+    np.testing.assert_allclose(packed[:, 4:], model(tokens[:, 4:]), atol=1e-5)
+    # negative control: the hook does act (same weights without it give other logits)
+    plain = tiny_lm("none")
+    assert float(jnp.max(jnp.abs(plain(tokens) - model(tokens)))) > 1e-3
