@@ -33,38 +33,45 @@ def sample_logits(logits: jax.Array, key: jax.Array, *, temperature: jax.Array |
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "top_k", "greedy",
                                              "use_cache"))
-def _generate(graphdef, state, prompt, key, temperature, *, max_new_tokens: int,
+def _generate(graphdef, state, prompt, lengths, key, temperature, *, max_new_tokens: int,
               top_k: int | None, greedy: bool, use_cache: bool):
     model = nnx.merge(graphdef, state)
     batch, prompt_len = prompt.shape
     total = prompt_len + max_new_tokens
-    buf = jnp.zeros((batch, total), jnp.int32).at[:, :prompt_len].set(prompt)
+    rows = jnp.arange(batch)
+    cols = jnp.arange(prompt_len)[None]
+    buf = jnp.zeros((batch, total), jnp.int32).at[:, :prompt_len].set(
+        jnp.where(cols < lengths[:, None], prompt, 0))
     sample = functools.partial(sample_logits, temperature=temperature, top_k=top_k,
                                greedy=greedy)
 
     if use_cache:
+        # Rows are left-aligned in the cache: row b's prompt fills its last lengths[b] prompt
+        # slots at positions 0.., and the slots before it (segment -1) are never attended.
+        src = cols - (prompt_len - lengths)[:, None]
+        real = src >= 0
+        shifted = jnp.where(real, jnp.take_along_axis(prompt, jnp.maximum(src, 0), 1), 0)
         cache = model.init_cache(batch, total)
-        logits, cache = model.decode(prompt, cache)
+        logits, cache = model.decode(shifted, cache, positions=jnp.maximum(src, 0),
+                                     segment_ids=jnp.where(real, 0, -1).astype(jnp.int32))
 
         def step(carry, i):
             cache, last, buf, key = carry
             key, sub = jax.random.split(key)
             tok = sample(last, sub)
-            buf = jax.lax.dynamic_update_slice(buf, tok[:, None], (0, prompt_len + i))
-            logits, cache = model.decode(tok[:, None], cache)
+            buf = buf.at[rows, lengths + i].set(tok)
+            logits, cache = model.decode(tok[:, None], cache, positions=(lengths + i)[:, None])
             return (cache, logits[:, 0], buf, key), last
 
         carry = (cache, logits[:, -1], buf, key)
     else:
         def step(carry, i):
             buf, key = carry
-            logits = model(buf)  # causal: the slots after prompt_len + i do not matter
-            last = jax.lax.dynamic_index_in_dim(logits, prompt_len + i - 1, axis=1,
-                                                keepdims=False)
+            logits = model(buf)  # causal: the slots after lengths + i - 1 do not matter
+            last = logits[rows, lengths + i - 1]
             key, sub = jax.random.split(key)
             tok = sample(last, sub)
-            buf = jax.lax.dynamic_update_slice(buf, tok[:, None], (0, prompt_len + i))
-            return (buf, key), last
+            return (buf.at[rows, lengths + i].set(tok), key), last
 
         carry = (buf, key)
     carry, step_logits = jax.lax.scan(step, carry, jnp.arange(max_new_tokens))
@@ -74,7 +81,7 @@ def _generate(graphdef, state, prompt, key, temperature, *, max_new_tokens: int,
 
 def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: float = 0.0,
              top_k: int | None = None, rng: jax.Array | None = None, use_cache: bool = True,
-             return_logits: bool = False):
+             return_logits: bool = False, prompt_lengths=None):
     """Continue ``prompt`` with ``max_new_tokens`` tokens from a causal :class:`LanguageModel`.
 
     Args:
@@ -89,10 +96,13 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
         whole buffer every step (the reference; works with every causal PE).
       return_logits: also return the float32 logits ``[batch, max_new_tokens, vocab]`` each new
         token was chosen from.
+      prompt_lengths: optional int ``[batch]``: row b's prompt is ``prompt[b, :prompt_lengths[b]]``
+        (prompts of different lengths, right-padded; one compiled program for all of them).
 
     Returns:
-      int32 tokens ``[batch, prompt_len + max_new_tokens]`` (the prompt, then the new tokens),
-      and the logits when ``return_logits``.
+      int32 tokens ``[batch, prompt_len + max_new_tokens]``: row b holds its prompt, then its
+      new tokens, then zeros (with ``prompt_lengths``, the new tokens start at column
+      ``prompt_lengths[b]``); and the logits when ``return_logits``.
 
     Raises:
       ValueError: a model that is not a causal LanguageModel, a malformed prompt or option, a
@@ -113,10 +123,6 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
                          f"{prompt.shape}")
     if not jnp.issubdtype(prompt.dtype, jnp.integer):
         raise ValueError(f"prompt must hold integer token ids, got dtype {prompt.dtype}")
-    low, high = int(prompt.min()), int(prompt.max())
-    if low < 0 or high >= cfg.vocab_size:
-        raise ValueError(f"prompt token ids span [{low}, {high}] outside the vocabulary "
-                         f"[0, {cfg.vocab_size - 1}]")
     if not (math.isfinite(temperature) and temperature >= 0):
         raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
     if top_k is not None and not 1 <= top_k <= cfg.vocab_size:
@@ -132,12 +138,28 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
     if use_cache:
         model.transformer.check_support("kv_cache")
     prompt = prompt.astype(jnp.int32)
+    batch, prompt_len = prompt.shape
+    if prompt_lengths is None:
+        lengths = jnp.full((batch,), prompt_len, jnp.int32)
+    else:
+        lengths = np.asarray(prompt_lengths)
+        if lengths.shape != (batch,) or not np.issubdtype(lengths.dtype, np.integer) \
+                or lengths.min() < 1 or lengths.max() > prompt_len:
+            raise ValueError(f"prompt_lengths must be {batch} integers in [1, {prompt_len}], "
+                             f"got {prompt_lengths!r}")
+        lengths = jnp.asarray(lengths, jnp.int32)
+        prompt = jnp.where(jnp.arange(prompt_len)[None] < lengths[:, None], prompt, 0)
+    low, high = int(prompt.min()), int(prompt.max())
+    if low < 0 or high >= cfg.vocab_size:
+        raise ValueError(f"prompt token ids span [{low}, {high}] outside the vocabulary "
+                         f"[0, {cfg.vocab_size - 1}]")
     if max_new_tokens == 0:
         empty = jnp.zeros((prompt.shape[0], 0, cfg.vocab_size), jnp.float32)
         return (prompt, empty) if return_logits else prompt
     key = jax.random.key(0) if rng is None else rng
     graphdef, state = nnx.split(model)
-    tokens, logits = _generate(graphdef, state, prompt, key, jnp.float32(temperature or 1.0),
+    tokens, logits = _generate(graphdef, state, prompt, lengths, key,
+                               jnp.float32(temperature or 1.0),
                                max_new_tokens=int(max_new_tokens), top_k=top_k, greedy=greedy,
                                use_cache=use_cache)
     return (tokens, logits) if return_logits else tokens

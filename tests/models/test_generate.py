@@ -22,19 +22,23 @@ def prompt(batch=2, length=PROMPT, seed=1):
     return jax.random.randint(jax.random.key(seed), (batch, length), 0, VOCAB)
 
 
-def check_cache_matches_recompute(model):
-    """Cached generation vs a full forward pass over the generated tokens.
+def check_cache_matches_recompute(model, lengths=(PROMPT, PROMPT - 2)):
+    """Cached generation from prompts of different lengths vs a full forward pass over each
+    row's generated tokens alone.
 
     The full pass at step i sees exactly the prefix the uncached decoder sees, so its argmax
     equal to the generated token at every step means the two decoders emit the same tokens.
     """
-    tokens, logits = generate(model, prompt(), max_new_tokens=NEW, return_logits=True)
+    tokens, logits = generate(model, prompt(), max_new_tokens=NEW, return_logits=True,
+                              prompt_lengths=lengths)
     assert tokens.shape == (2, PROMPT + NEW)
-    np.testing.assert_array_equal(tokens[:, :PROMPT], prompt())
-    full = model(tokens)[:, PROMPT - 1:-1]
-    err = float(jnp.max(jnp.abs(full - logits)))
-    assert err < 1e-5, f"cached logits differ from a full recompute by {err:.2e}"
-    np.testing.assert_array_equal(tokens[:, PROMPT:], jnp.argmax(full, -1))
+    for b, n in enumerate(lengths):
+        np.testing.assert_array_equal(tokens[b, :n], prompt()[b, :n])
+        assert not np.any(tokens[b, n + NEW:])
+        full = model(tokens[b:b + 1, :n + NEW])[0, n - 1:-1]
+        err = float(jnp.max(jnp.abs(full - logits[b])))
+        assert err < 1e-5, f"cached logits differ from a full recompute by {err:.2e}"
+        np.testing.assert_array_equal(tokens[b, n:n + NEW], jnp.argmax(full, -1))
 
 
 @pytest.mark.parametrize("name", pe.names())
