@@ -60,3 +60,11 @@ __all__ += [
 from posjax.encodings.mds import MDSEncoding, MDSOptions, MDSPEOptions, RegisteredMDS
 
 __all__ += ["MDSEncoding", "MDSOptions", "MDSPEOptions", "RegisteredMDS", "MLA", "RoPEPlusAbs", "Rope2DAxial", "RandomFixed", "Sinusoidal2D"]
+
+# PEs of 2022-2025 (one module per PE).
+from posjax.encodings.sandwich import Sandwich, sandwich_bias, sandwich_ratios
+from posjax.encodings.p_rope import PRoPE, p_rope_frequencies, p_rope_pairs
+from posjax.encodings.mrope import MRoPE, apply_mrope, mrope_angles, mrope_sections
+
+__all__ += ["Sandwich", "sandwich_bias", "sandwich_ratios", "PRoPE", "p_rope_frequencies",
+            "p_rope_pairs", "MRoPE", "apply_mrope", "mrope_angles", "mrope_sections"]
