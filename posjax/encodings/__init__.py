@@ -68,3 +68,13 @@ from posjax.encodings.mrope import MRoPE, apply_mrope, mrope_angles, mrope_secti
 
 __all__ += ["Sandwich", "sandwich_bias", "sandwich_ratios", "PRoPE", "p_rope_frequencies",
             "p_rope_pairs", "MRoPE", "apply_mrope", "mrope_angles", "mrope_sections"]
+from posjax.encodings.fope import FoPE, apply_fope, fope_frequencies
+from posjax.encodings.dynamic_position_bias import DynamicPositionBias, dpb_offsets
+from posjax.encodings.polar_pope import PolarPoPE, polar_embed, polar_frequencies
+from posjax.encodings.liere import LieRE, lie_rotate, rope_generator, skew
+from posjax.encodings.comrope import ComRoPE
+from posjax.encodings.string import String, cayley
+
+__all__ += ["FoPE", "apply_fope", "fope_frequencies", "DynamicPositionBias", "dpb_offsets",
+            "PolarPoPE", "polar_embed", "polar_frequencies", "LieRE", "lie_rotate",
+            "rope_generator", "skew", "ComRoPE", "String", "cayley"]
