@@ -21,6 +21,12 @@ LaPE, CPE); they too are identities by default, so every other PE is unaffected:
   its pre-LayerNorm); default ``(h, h)``;
 * ``block_output(x, positions, layer, *, deterministic, rngs) -> x`` -- applied to the residual
   stream after block ``layer``; default identity.
+
+Both structural hooks also receive ``segment_ids`` (packed rows). A contextual hook,
+``logits(logits, q, k, q_pos, k_pos, mask)``, lets a PE change the attention logits from the
+queries and keys themselves. ``supports_kv_cache`` / ``supports_packing`` (with a reason) say
+whether the PE can decode incrementally and run packed rows; docs/decoding_and_packing.md
+states what each hook may depend on for that to hold.
 """
 from __future__ import annotations
 
@@ -110,6 +116,12 @@ class PositionalEncoding(nnx.Module):
     name: ClassVar[str] = "base"
     hook: ClassVar[str] = "none"
     is_relative: ClassVar[bool] = False
+    # Decoding and packing support (docs/decoding_and_packing.md): a PE that cannot decode with a
+    # key/value cache, or cannot run packed rows, sets the flag to False and says why.
+    supports_kv_cache: ClassVar[bool] = True
+    kv_cache_reason: ClassVar[str] = ""
+    supports_packing: ClassVar[bool] = True
+    packing_reason: ClassVar[str] = ""
 
     def __init__(self, options: Any, ctx: PEContext):
         self.options = options
@@ -148,19 +160,63 @@ class PositionalEncoding(nnx.Module):
         return None
 
     # --- structural hooks (kinds "attention" and "module"); identities by default -------------
-    def attention_input(self, h: jax.Array, positions: jax.Array, layer: int
-                        ) -> tuple[jax.Array, jax.Array]:
+    def attention_input(self, h: jax.Array, positions: jax.Array, layer: int, *,
+                        segment_ids: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """Inputs ``(h_qk, h_v)`` of the q/k and v projections of block ``layer``; ``(h, h)`` by
-        default. ``h`` is ``[B, T, d]``, ``positions`` ``[B or 1, T]``."""
-        del positions, layer
+        default. ``h`` is ``[B, T, d]``, ``positions`` ``[B or 1, T]``; ``segment_ids``
+        ``[B, T]`` (packed rows: one id per contiguous segment) or None."""
+        del positions, layer, segment_ids
         return h, h
 
     def block_output(self, x: jax.Array, positions: jax.Array, layer: int, *,
-                     deterministic: bool = True, rngs: nnx.Rngs | None = None) -> jax.Array:
-        """Residual stream ``x [B, T, d]`` after block ``layer``; identity by default."""
-        del positions, layer, deterministic, rngs
+                     deterministic: bool = True, rngs: nnx.Rngs | None = None,
+                     segment_ids: jax.Array | None = None) -> jax.Array:
+        """Residual stream ``x [B, T, d]`` after block ``layer``; identity by default.
+        ``segment_ids`` as in :meth:`attention_input`: a PE that mixes tokens here must not mix
+        tokens of different segments."""
+        del positions, layer, deterministic, rngs, segment_ids
         return x
 
     def table(self, positions: jax.Array) -> jax.Array:
         """The additive vectors ``[n, d]`` at ``positions`` (embed PEs only)."""
         raise ValueError(f"PE '{self.name}' has no additive table (its hook is '{self.hook}')")
+
+    # --- decoding and packing (docs/decoding_and_packing.md) ---------------------------------
+    def kv_cache_unsupported(self) -> str | None:
+        """Why this PE, with its options, cannot decode incrementally with a key/value cache;
+        None when it can. Override when support depends on the options."""
+        if self.supports_kv_cache:
+            return None
+        return self.kv_cache_reason or "the PE declares no key/value-cache support"
+
+    def packing_unsupported(self) -> str | None:
+        """Why this PE, with its options, cannot run packed rows (``segment_ids``); None when it
+        can. Override when support depends on the options."""
+        if self.supports_packing:
+            return None
+        return self.packing_reason or "the PE declares no packed-sequence support"
+
+    def logits(self, logits: jax.Array, q: jax.Array, k: jax.Array, q_pos: jax.Array,
+               k_pos: jax.Array, mask: jax.Array | None) -> jax.Array:
+        """Contextual hook on the attention logits; identity by default.
+
+        Called after ``scale * q.k + bias`` and before masking and the softmax, for PEs whose
+        logit term depends on the queries and keys themselves (contextual positions, gated
+        cumulative sums, refinements of the logits).
+
+        Args:
+          logits: float32 ``[B, H, Tq, Tk]``.
+          q: ``[B, Tq, H, D]`` queries after ``rotate``.
+          k: ``[B, Tk, H, D]`` keys after ``rotate``; while decoding, every slot of the key/value
+            cache (in sequence order; slots not yet written are masked out).
+          q_pos, k_pos: ``[B or 1, Tq]`` and ``[B or 1, Tk]`` positions.
+          mask: boolean ``[B or 1, 1, Tq, Tk]`` (True: key visible) combining the causal,
+            padding, segment and cache-fill masks, or None when every key is visible. A sum over
+            the keys between j and i must be restricted to ``mask``: segments are contiguous, so
+            keys of other segments and unwritten cache slots are then never counted.
+
+        Returns:
+          ``[B, H, Tq, Tk]`` logits (entries where ``mask`` is False are discarded afterwards).
+        """
+        del q, k, q_pos, k_pos, mask
+        return logits

@@ -87,6 +87,16 @@ class Cape(PositionalEncoding):
         super().__init__(options, ctx)
         ctx.require("cape", "d_model")
 
+    def kv_cache_unsupported(self) -> str | None:
+        if self.options.center:
+            return "center=True subtracts the mean position of the whole sequence, which grows"
+        return None
+
+    def packing_unsupported(self) -> str | None:
+        if self.options.center:
+            return "center=True subtracts the mean position of the whole row, not of each segment"
+        return None
+
     def _centred(self, positions: jax.Array) -> jax.Array:
         pos = jnp.asarray(positions, jnp.float32)
         if self.options.center:

@@ -20,8 +20,8 @@ from posjax.encodings.base import PEContext, PositionalEncoding
 from posjax.encodings.registry import register
 
 
-def depthwise_conv1d(x: jax.Array, kernel: jax.Array, bias: jax.Array, *, causal: bool
-                     ) -> jax.Array:
+def depthwise_conv1d(x: jax.Array, kernel: jax.Array, bias: jax.Array, *, causal: bool,
+                     segment_ids: jax.Array | None = None) -> jax.Array:
     """Depthwise 1-D convolution with zero padding.
 
     Args:
@@ -30,12 +30,23 @@ def depthwise_conv1d(x: jax.Array, kernel: jax.Array, bias: jax.Array, *, causal
       bias: ``[C]``.
       causal: pad ``k - 1`` zeros on the left (output t sees inputs t-k+1..t); otherwise pad
         ``(k - 1) / 2`` on both sides (k odd), output t sees t-(k-1)/2..t+(k-1)/2.
+      segment_ids: optional ``[B, T]`` ids of contiguous segments (packed rows): an input of
+        another segment counts as zero padding, so each segment is convolved as if alone.
 
     Returns:
       ``[B, T, C]``: ``y[t, c] = bias[c] + sum_u kernel[u, c] * x_pad[t + u, c]``.
     """
     k = kernel.shape[0]
     pad = (k - 1, 0) if causal else ((k - 1) // 2, (k - 1) // 2)
+    if segment_ids is not None:  # one shifted copy per tap (k is small), cross-segment taps zeroed
+        seg = jnp.asarray(segment_ids)
+        xs = jnp.pad(x, ((0, 0), pad, (0, 0)))
+        ss = jnp.pad(seg, ((0, 0), pad), constant_values=-1)
+        n = x.shape[1]
+        y = sum(kernel[u].astype(x.dtype) * jnp.where((ss[:, u:u + n] == seg)[..., None],
+                                                       xs[:, u:u + n], 0)
+                for u in range(k))
+        return y + bias.astype(x.dtype)
     y = jax.lax.conv_general_dilated(
         x, kernel[:, None, :].astype(x.dtype), window_strides=(1,), padding=(pad,),
         dimension_numbers=("NWC", "WIO", "NWC"), feature_group_count=x.shape[-1])
@@ -111,6 +122,9 @@ class Cpe(PositionalEncoding):
 
     hook = "module"
     is_relative = False
+    supports_kv_cache = False
+    kv_cache_reason = ("its convolution mixes each token with its neighbours in the residual "
+                       "stream after block peg_after, which a key/value cache does not hold")
 
     def __init__(self, options: CpeOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         super().__init__(options, ctx)
@@ -127,17 +141,27 @@ class Cpe(PositionalEncoding):
         c = self.options.causal_conv
         return self.ctx.causal if c is None else c
 
-    def generate(self, x: jax.Array) -> jax.Array:
-        """``X + F(X)`` on ``x [B, T, d]``, leading ``skip_tokens`` passed through."""
+    def packing_unsupported(self) -> str | None:
+        if self.options.grid is not None:
+            return "the 2-D convolution runs over one patch grid per row"
+        if self.options.skip_tokens:
+            return "skip_tokens exempts the leading tokens of the row, not of each segment"
+        return None
+
+    def generate(self, x: jax.Array, segment_ids: jax.Array | None = None) -> jax.Array:
+        """``X + F(X)`` on ``x [B, T, d]``, leading ``skip_tokens`` passed through; with
+        ``segment_ids [B, T]`` each segment is convolved alone (1-D only)."""
         s = self.options.skip_tokens
         head, body = x[:, :s], x[:, s:]
         if self.options.grid is None:
-            f = depthwise_conv1d(body, self.kernel[...], self.conv_bias[...], causal=self.causal)
+            f = depthwise_conv1d(body, self.kernel[...], self.conv_bias[...], causal=self.causal,
+                                 segment_ids=segment_ids)
         else:
             f = depthwise_conv2d(body, self.kernel[...], self.conv_bias[...],
                                  tuple(self.options.grid))
         return jnp.concatenate([head, body + f], axis=1)
 
-    def block_output(self, x, positions, layer, *, deterministic=True, rngs=None):
+    def block_output(self, x, positions, layer, *, deterministic=True, rngs=None,
+                     segment_ids=None):
         del positions, deterministic, rngs
-        return self.generate(x) if layer == self.options.peg_after else x
+        return self.generate(x, segment_ids) if layer == self.options.peg_after else x

@@ -87,6 +87,7 @@ class Lape(PositionalEncoding):
             return x
         return self.base.embed(x, positions, deterministic=deterministic, rngs=rngs)
 
-    def attention_input(self, h, positions, layer):
+    def attention_input(self, h, positions, layer, *, segment_ids=None):
+        del segment_ids  # per-token: packing needs nothing more
         h = h + self.layer_table(positions, layer).astype(h.dtype)
         return h, h

@@ -83,8 +83,8 @@ class PositionalAttention(PositionalEncoding):
             return sinusoidal_at(positions, self.ctx.d_model, self.options.base)
         return jnp.take(self.embedding[...], jnp.asarray(positions), axis=0)
 
-    def attention_input(self, h, positions, layer):
-        del layer
+    def attention_input(self, h, positions, layer, *, segment_ids=None):
+        del layer, segment_ids  # per-token: packing needs nothing more
         if self.max_positions is not None:
             check_table_length(self.name, jnp.asarray(positions), self.max_positions)
         p = jnp.broadcast_to(self.table(positions).astype(h.dtype), h.shape)

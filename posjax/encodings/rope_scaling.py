@@ -168,6 +168,18 @@ class RoPENTK(_ScaledRoPE):
         k = jnp.arange(rot // 2, dtype=jnp.float32)
         return ntk_base(self.options.base, jnp.asarray(s, jnp.float32), rot) ** (-2.0 * k / rot)
 
+    def kv_cache_unsupported(self) -> str | None:
+        if self.options.dynamic:
+            return ("dynamic NTK rescales every key by the current length, so keys cached at "
+                    "shorter lengths differ from a full recompute")
+        return None
+
+    def packing_unsupported(self) -> str | None:
+        if self.options.dynamic:
+            return ("dynamic NTK rescales by the longest position in the row, not the length of "
+                    "each segment")
+        return None
+
     def rotate(self, q, k, q_pos, k_pos):
         if not self.options.dynamic:
             return super().rotate(q, k, q_pos, k_pos)

@@ -3,6 +3,9 @@ from posjax.models.attention import SelfAttention, attention_weights
 from posjax.models.config import TransformerConfig
 from posjax.models.heads import Classifier, LanguageModel, pool
 from posjax.models.transformer import Block, Transformer, make_mask
+from posjax.models.generate import generate
+from posjax.models.packing import segment_pool, segment_positions, segment_runs
 
 __all__ = ["Block", "Classifier", "LanguageModel", "SelfAttention", "Transformer",
-           "TransformerConfig", "attention_weights", "make_mask", "pool"]
+           "TransformerConfig", "attention_weights", "make_mask", "pool",
+           "generate", "segment_pool", "segment_positions", "segment_runs"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,8 @@ def dense(layer: nnx.Module, x: jax.Array) -> jax.Array:
 
 
 def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, bias: jax.Array | None,
-                  mask: jax.Array | None, scale: float) -> jax.Array:
+                  mask: jax.Array | None, scale: float,
+                  logits_fn: Callable[[jax.Array], jax.Array] | None = None) -> jax.Array:
     """Softmax attention ``[B, Tq, H, D]`` from ``q [B, Tq, H, D]``, ``k, v [B, Tk, H, D]``.
 
     The function of ``jax.nn.dot_product_attention(..., implementation="xla")``: logits in
@@ -48,12 +50,16 @@ def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, bias: jax.Array |
     the softmax in float32, the probabilities cast to ``v.dtype`` for the value product. It is
     written as two einsums without jax's grouped-query ``vmap`` (a size-1 group axis whose
     layouts XLA:CPU resolves with transposed copies of the ``[B, H, Tq, Tk]`` tensors).
+    ``logits_fn`` (a PE's contextual ``logits`` hook) maps the float32 ``[B, H, Tq, Tk]`` logits
+    after the bias and before the mask.
     """
     logits_dtype = jnp.promote_types(q.dtype, jnp.float32)
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=logits_dtype)
     logits = logits * jnp.asarray(scale, logits_dtype)
     if bias is not None:
         logits = (logits + bias).astype(logits_dtype)
+    if logits_fn is not None:
+        logits = logits_fn(logits).astype(logits_dtype)
     if mask is not None:
         large_negative = -0.7 * min(float(jnp.finfo(logits_dtype).max),
                                     float(jnp.finfo(jnp.float32).max))
@@ -63,11 +69,15 @@ def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, bias: jax.Array |
 
 
 def attention_weights(q: jax.Array, k: jax.Array, *, scale: float, bias: jax.Array | None,
-                      mask: jax.Array | None) -> jax.Array:
-    """Softmax attention weights ``[B, H, Tq, Tk]`` from ``q [B, Tq, H, D]``, ``k [B, Tk, H, D]``."""
+                      mask: jax.Array | None,
+                      logits_fn: Callable[[jax.Array], jax.Array] | None = None) -> jax.Array:
+    """Softmax attention weights ``[B, H, Tq, Tk]`` from ``q [B, Tq, H, D]``, ``k [B, Tk, H, D]``
+    (``logits_fn`` as in :func:`xla_attention`)."""
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) * scale
     if bias is not None:
         logits = logits + bias.astype(jnp.float32)
+    if logits_fn is not None:
+        logits = logits_fn(logits).astype(jnp.float32)
     if mask is not None:
         logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
     return jax.nn.softmax(logits, axis=-1)
@@ -160,6 +170,12 @@ def dot_product_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, bias: jax
                                         implementation=implementation)
 
 
+def has_logits_hook(pe: PositionalEncoding) -> bool:
+    """Whether ``pe`` overrides the contextual ``logits`` hook (it then needs explicit logits, so
+    the fused cuDNN kernel is not used)."""
+    return type(pe).logits is not PositionalEncoding.logits
+
+
 class SelfAttention(nnx.Module):
     """Multi-head self-attention ``[B, T, d] -> [B, T, d]`` with PE hooks and a head mask."""
 
@@ -183,7 +199,9 @@ class SelfAttention(nnx.Module):
                  bias: jax.Array | None = None, mask: jax.Array | None = None,
                  head_mask: jax.Array | None = None, kv: jax.Array | None = None,
                  deterministic: bool = True, rngs: nnx.Rngs | None = None,
-                 return_weights: bool = False, qk: jax.Array | None = None):
+                 return_weights: bool = False, qk: jax.Array | None = None,
+                 cache: dict[str, Any] | None = None, cache_index: jax.Array | None = None,
+                 k_positions: jax.Array | None = None):
         """Args:
           x: ``[B, T, d]`` inputs (queries; also keys/values unless ``kv`` is given).
           pe: the layer's PE; its ``rotate`` hook is applied to q and k.
@@ -195,6 +213,12 @@ class SelfAttention(nnx.Module):
           return_weights: also return the ``[B, H, T, T]`` attention weights.
           qk: optional ``[B, T, d]`` input of the q (and, unless ``kv`` is given, k) projection
             (from the PE's ``attention_input`` hook); default ``x``.
+          cache: this layer's key/value cache ``{"key": [B, S, H, Dk], "value": [B, S, H, Dv]}``
+            (keys after ``rotate``); the new keys and values are written at slots
+            ``cache_index .. cache_index + T - 1`` and attention runs over all S slots (``bias``
+            and ``mask`` are then ``[.., T, S]``). Returns ``(out, new_cache)``.
+          k_positions: ``[B or 1, Tk]`` positions of the keys attended (the cache slots' while
+            decoding); default ``positions``. Only the ``logits`` hook reads them.
         """
         src = x if kv is None else kv
         q_src = x if qk is None else qk
@@ -203,23 +227,37 @@ class SelfAttention(nnx.Module):
         k = self._heads(dense(self.key, k_src))
         v = self._heads(dense(self.value, src))
         q, k = pe.rotate(q, k, positions, positions)
+        new_cache = None
+        if cache is not None:
+            start = (0, cache_index, 0, 0)
+            k = jax.lax.dynamic_update_slice(cache["key"], k.astype(cache["key"].dtype), start)
+            v = jax.lax.dynamic_update_slice(cache["value"], v.astype(cache["value"].dtype),
+                                             start)
+            new_cache = {"key": k, "value": v}
         scale = pe.attention_scale(q.shape[-1])
         width = v.shape[-1]  # a rotate hook may widen q, k (decoupled RoPE): zero-pad v to match
         if q.shape[-1] > width:
             v = jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, q.shape[-1] - width)])
+        logits_fn = None
+        if has_logits_hook(pe):
+            k_pos = positions if k_positions is None else k_positions
+            logits_fn = lambda logits: pe.logits(logits, q, k, positions, k_pos, mask)
         use_dropout = self.attn_dropout > 0.0 and not deterministic
         weights = None
         if return_weights or use_dropout:
-            weights = attention_weights(q, k, scale=scale, bias=bias, mask=mask)
+            weights = attention_weights(q, k, scale=scale, bias=bias, mask=mask,
+                                        logits_fn=logits_fn)
             probs = self.dropout(weights, deterministic=deterministic, rngs=rngs)
             out = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(v.dtype), v)
-        elif self.implementation == "cudnn":
+        elif self.implementation == "cudnn" and logits_fn is None:
             out = dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
                                         implementation="cudnn")
         else:
-            out = xla_attention(q, k, v, bias=bias, mask=mask, scale=scale)
+            out = xla_attention(q, k, v, bias=bias, mask=mask, scale=scale, logits_fn=logits_fn)
         out = out[..., :width]
         if head_mask is not None:
             out = out * head_mask.astype(out.dtype)[:, None]
         out = dense(self.out, out.reshape(*out.shape[:-2], -1))
+        if cache is not None:
+            return out, new_cache
         return (out, weights) if return_weights else out

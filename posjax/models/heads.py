@@ -7,6 +7,7 @@ from flax import nnx
 
 from posjax.models.attention import dense
 from posjax.models.config import TransformerConfig
+from posjax.models.packing import count_segments, segment_pool, segment_runs
 from posjax.models.transformer import Transformer
 
 POOLINGS = ("cls", "mean", "last")
@@ -58,12 +59,26 @@ class Classifier(nnx.Module):
         self.head = nnx.Linear(config.d_model, num_classes, rngs=rngs)
 
     def __call__(self, tokens, *, positions=None, padding_mask=None, deterministic=True,
-                 rngs=None, head_mask=None, return_attention=False):
-        """Logits ``[B, num_classes]`` (and attention weights); arguments as ``Transformer``."""
-        return _with_head(self, lambda h: self.head(pool(h, self.pooling, padding_mask)), tokens,
+                 rngs=None, head_mask=None, return_attention=False, segment_ids=None,
+                 num_segments=None):
+        """Logits ``[B, num_classes]`` (and attention weights); arguments as ``Transformer``.
+
+        With ``segment_ids`` (packed rows) pooling is per segment and the logits are
+        ``[B, num_segments, num_classes]``, segment s being the s-th run of equal ids in the row
+        (rows with fewer segments get the logits of a zero vector there). ``num_segments``
+        defaults to the largest count in the batch (concrete ids only; pass it under jit).
+        """
+        if segment_ids is None:
+            pooled = lambda h: pool(h, self.pooling, padding_mask)
+        else:
+            if num_segments is None:
+                num_segments = count_segments(segment_ids, padding_mask)
+            pooled = lambda h: segment_pool(h, segment_runs(jnp.asarray(segment_ids)),
+                                            self.pooling, num_segments, padding_mask)
+        return _with_head(self, lambda h: self.head(pooled(h)), tokens,
                           positions=positions, padding_mask=padding_mask,
                           deterministic=deterministic, rngs=rngs, head_mask=head_mask,
-                          return_attention=return_attention)
+                          return_attention=return_attention, segment_ids=segment_ids)
 
 
 class LanguageModel(nnx.Module):
@@ -88,9 +103,21 @@ class LanguageModel(nnx.Module):
         return dense(self.head, hidden)
 
     def __call__(self, tokens, *, positions=None, padding_mask=None, deterministic=True,
-                 rngs=None, head_mask=None, return_attention=False):
+                 rngs=None, head_mask=None, return_attention=False, segment_ids=None):
         """Logits ``[B, T, V]`` (and attention weights); arguments as ``Transformer``."""
         return _with_head(self, self._logits, tokens, positions=positions,
                           padding_mask=padding_mask, deterministic=deterministic, rngs=rngs,
                           head_mask=head_mask, return_attention=return_attention,
-                          hidden_dtype=self.head_dtype)
+                          hidden_dtype=self.head_dtype, segment_ids=segment_ids)
+
+    def init_cache(self, batch: int, size: int) -> dict:
+        """An empty key/value cache (see ``Transformer.init_cache``)."""
+        return self.transformer.init_cache(batch, size)
+
+    def decode(self, tokens, cache, *, positions=None, segment_ids=None):
+        """Float32 logits ``[B, T, V]`` of new tokens run against ``cache`` and the updated
+        cache (see ``Transformer.decode``)."""
+        hidden, cache = self.transformer.decode(tokens, cache, positions=positions,
+                                                segment_ids=segment_ids)
+        logits = self._logits(hidden.astype(self.head_dtype))
+        return logits.astype(jnp.promote_types(logits.dtype, jnp.float32)), cache

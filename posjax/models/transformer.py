@@ -9,6 +9,7 @@ from posjax import encodings
 from posjax.encodings.base import PositionalEncoding, batch_positions
 from posjax.models.attention import SelfAttention, broadcast_bias, dense
 from posjax.models.config import TransformerConfig
+from posjax.models.packing import check_segment_ids, segment_mask, segment_positions, segment_runs
 
 _ACT = {"gelu": jax.nn.gelu, "relu": jax.nn.relu, "silu": jax.nn.silu}
 
@@ -40,14 +41,19 @@ class Block(nnx.Module):
         self.drop = nnx.Dropout(cfg.dropout)
 
     def __call__(self, x, *, pe, positions, bias, mask, head_mask, kv, deterministic, rngs,
-                 return_weights, layer=0):
+                 return_weights, layer=0, segment_ids=None, cache=None, cache_index=None,
+                 k_positions=None):
+        """One block; with a layer ``cache`` the attention writes into it and the block returns
+        ``(x, new_cache)`` instead of ``(x, weights)``."""
         def attend(h):
-            qk, h = pe.attention_input(h, positions, layer)
-            return self.attn(h, pe=pe, positions=positions, bias=bias, mask=mask,
-                             head_mask=head_mask, kv=kv, deterministic=deterministic, rngs=rngs,
-                             return_weights=True, qk=qk) if return_weights else (self.attn(
-                h, pe=pe, positions=positions, bias=bias, mask=mask, head_mask=head_mask, kv=kv,
-                deterministic=deterministic, rngs=rngs, qk=qk), None)
+            qk, h = pe.attention_input(h, positions, layer, segment_ids=segment_ids)
+            common = dict(pe=pe, positions=positions, bias=bias, mask=mask, head_mask=head_mask,
+                          kv=kv, deterministic=deterministic, rngs=rngs, qk=qk,
+                          k_positions=k_positions)
+            if cache is not None:
+                return self.attn(h, cache=cache, cache_index=cache_index, **common)
+            return self.attn(h, return_weights=True, **common) if return_weights else (
+                self.attn(h, **common), None)
 
         if self.pre_norm:
             a, w = attend(self.norm1(x))
@@ -60,9 +66,10 @@ class Block(nnx.Module):
         return x, w
 
 
-def make_mask(batch: int, length: int, *, causal: bool, padding_mask: jax.Array | None
-              ) -> jax.Array | None:
-    """Boolean attention mask ``[B or 1, 1, T, T]`` (True = attend), or None for no mask."""
+def make_mask(batch: int, length: int, *, causal: bool, padding_mask: jax.Array | None,
+              segment_ids: jax.Array | None = None) -> jax.Array | None:
+    """Boolean attention mask ``[B or 1, 1, T, T]`` (True = attend), or None for no mask.
+    ``segment_ids [B, T]`` (packed rows) hides keys of other segments."""
     mask = None
     if causal:
         mask = jnp.tril(jnp.ones((length, length), bool))[None, None]
@@ -72,6 +79,10 @@ def make_mask(batch: int, length: int, *, causal: bool, padding_mask: jax.Array 
             raise ValueError(f"padding_mask must have shape {(batch, length)}, got {pad.shape}")
         keys = pad[:, None, None, :]
         mask = keys if mask is None else mask & keys
+    if segment_ids is not None:
+        runs = segment_runs(segment_ids)
+        same = segment_mask(runs, runs)
+        mask = same if mask is None else mask & same
     return mask
 
 
@@ -117,15 +128,18 @@ class Transformer(nnx.Module):
     def __call__(self, tokens: jax.Array, *, positions: jax.Array | None = None,
                  padding_mask: jax.Array | None = None, deterministic: bool = True,
                  rngs: nnx.Rngs | None = None, head_mask: jax.Array | None = None,
-                 return_attention: bool = False):
+                 return_attention: bool = False, segment_ids: jax.Array | None = None):
         """Args:
           tokens: int ``[B, T]`` token ids (or float ``[B, T, input_dim]`` features).
-          positions: ``[T]`` or ``[B, T]`` positions; default ``arange(T)``.
+          positions: ``[T]`` or ``[B, T]`` positions; default ``arange(T)``, or positions that
+            restart at every segment when ``segment_ids`` are given.
           padding_mask: bool ``[B, T]``, True on real tokens; padded keys are not attended.
           deterministic: disable dropout (and any train-time PE randomness).
           rngs: ``nnx.Rngs`` with a ``dropout`` stream when ``deterministic=False``.
           head_mask: ``[num_layers, num_heads]`` multipliers of each head's output (ablation).
           return_attention: also return attention weights ``[L, B, H, T, T]``.
+          segment_ids: int ``[B, T]`` ids of packed segments (contiguous runs); attention never
+            crosses segments (see ``posjax.models.packing``).
 
         Returns:
           hidden ``[B, T, d_model]`` (and the weights when requested).
@@ -133,6 +147,11 @@ class Transformer(nnx.Module):
         cfg = self.config
         tokens = jnp.asarray(tokens)
         batch, length = tokens.shape[:2]
+        if segment_ids is not None:
+            segment_ids = check_segment_ids(segment_ids, batch, length)
+            self.check_support("packing")
+            if positions is None:
+                positions = segment_positions(segment_ids)
         if positions is None:
             positions = jnp.arange(length)
         positions = batch_positions(positions)
@@ -143,26 +162,127 @@ class Transformer(nnx.Module):
             if head_mask.shape != (cfg.num_layers, cfg.num_heads):
                 raise ValueError(f"head_mask must have shape {(cfg.num_layers, cfg.num_heads)}, "
                                  f"got {head_mask.shape}")
+        mask = make_mask(batch, length, causal=cfg.causal, padding_mask=padding_mask,
+                         segment_ids=segment_ids)
+        x, weights = self._run(tokens, positions=positions, k_positions=positions, mask=mask,
+                               segment_ids=segment_ids, head_mask=head_mask,
+                               deterministic=deterministic, rngs=rngs,
+                               return_attention=return_attention)
+        return (x, jnp.stack(weights)) if return_attention else x
+
+    def _run(self, tokens, *, positions, k_positions, mask, segment_ids, head_mask=None,
+             deterministic=True, rngs=None, return_attention=False, cache=None):
+        """Embeddings, PE hooks and blocks: hidden ``[B, T, d]`` and the per-layer weights (or,
+        with ``cache``, the per-layer updated caches). Queries sit at ``positions``, keys at
+        ``k_positions`` (the cache slots' while decoding)."""
+        cfg = self.config
         x = (self.embed(tokens) if cfg.input_dim is None else dense(self.embed, tokens)
              ).astype(cfg.jnp_dtype)
         if not cfg.pe_every_layer:
             x = self.pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
         x = self.drop(x, deterministic=deterministic, rngs=rngs)
         kv = x if cfg.kv_source == "embeddings" else None
-        mask = make_mask(batch, length, causal=cfg.causal, padding_mask=padding_mask)
-        shared_bias = broadcast_bias(self.pe.bias(positions, positions)) if self.shared_pe else None
-        weights = []
+        layer_bias = lambda pe: broadcast_bias(pe.bias(positions, k_positions))
+        shared_bias = layer_bias(self.pe) if self.shared_pe else None
+        extras = []
         for layer, block in enumerate(self.blocks):
             pe = self.layer_pe(layer)
             if cfg.pe_every_layer:
                 x = pe.embed(x, positions, deterministic=deterministic, rngs=rngs)
-            bias = shared_bias if self.shared_pe else broadcast_bias(pe.bias(positions, positions))
-            x, w = block(x, pe=pe, positions=positions, bias=bias, mask=mask,
-                         head_mask=None if head_mask is None else head_mask[layer], kv=kv,
-                         deterministic=deterministic, rngs=rngs, return_weights=return_attention,
-                         layer=layer)
-            x = pe.block_output(x, positions, layer, deterministic=deterministic, rngs=rngs)
-            weights.append(w)
+            bias = shared_bias if self.shared_pe else layer_bias(pe)
+            layer_cache = None
+            if cache is not None:
+                layer_cache = dict(cache_index=cache["index"], cache=cache["layers"][layer])
+            x, extra = block(x, pe=pe, positions=positions, bias=bias, mask=mask,
+                             head_mask=None if head_mask is None else head_mask[layer], kv=kv,
+                             deterministic=deterministic, rngs=rngs,
+                             return_weights=return_attention, layer=layer,
+                             segment_ids=segment_ids, k_positions=k_positions,
+                             **(layer_cache or {}))
+            x = pe.block_output(x, positions, layer, deterministic=deterministic, rngs=rngs,
+                                segment_ids=segment_ids)
+            extras.append(extra)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return (x, jnp.stack(weights)) if return_attention else x
+        return x, extras
+
+    # --- packing and decoding support --------------------------------------------------------
+    def check_support(self, what: str) -> None:
+        """Raise ValueError when a PE of this model cannot do ``what`` ("packing" or
+        "kv_cache"), naming the PE and its reason."""
+        for pe in self.pes:
+            reason = (pe.packing_unsupported() if what == "packing"
+                      else pe.kv_cache_unsupported())
+            if reason:
+                label = ("packed sequences (segment_ids)" if what == "packing"
+                         else "incremental decoding with a key/value cache")
+                raise ValueError(f"PE '{pe.name}' does not support {label}: {reason}")
+
+    def init_cache(self, batch: int, size: int) -> dict:
+        """An empty key/value cache of ``size`` slots for ``batch`` rows.
+
+        Returns a pytree ``{"index": int32 [], "positions": int32 [B, S], "segment_ids":
+        int32 [B, S], "layers": [{"key": [B, S, H, Dk], "value": [B, S, H, Dv]}, ...]}``; keys
+        are stored after the PE's ``rotate`` hook (``Dk`` is the width it returns).
+        """
+        cfg = self.config
+        if cfg.input_dim is not None:
+            raise ValueError("decoding needs token inputs (config.input_dim must be None)")
+        if not cfg.causal:
+            raise ValueError("incremental decoding needs a causal model (config.causal=True)")
+        if batch < 1 or size < 1:
+            raise ValueError(f"init_cache needs batch >= 1 and size >= 1, got {batch}, {size}")
+        self.check_support("kv_cache")
+        limit = self.pe.max_positions
+        if limit is not None and size > limit:
+            raise ValueError(f"a cache of {size} slots exceeds the {limit} positions of PE "
+                             f"'{self.pe.name}'")
+        h, d = cfg.num_heads, cfg.head_dim
+        dt = cfg.jnp_dtype
+        layers = []
+        for layer in range(cfg.num_layers):
+            pe = self.layer_pe(layer)
+            probe = jnp.zeros((batch, 1, h, d), dt)
+            pos = jnp.zeros((1, 1), jnp.int32)
+            k_shape = jax.eval_shape(lambda q, k: pe.rotate(q, k, pos, pos)[1], probe, probe)
+            layers.append({"key": jnp.zeros((batch, size, h, k_shape.shape[-1]), k_shape.dtype),
+                           "value": jnp.zeros((batch, size, h, d), dt)})
+        return {"index": jnp.zeros((), jnp.int32),
+                "positions": jnp.zeros((batch, size), jnp.int32),
+                "segment_ids": jnp.zeros((batch, size), jnp.int32), "layers": layers}
+
+    def decode(self, tokens: jax.Array, cache: dict, *, positions: jax.Array | None = None,
+               segment_ids: jax.Array | None = None) -> tuple[jax.Array, dict]:
+        """Run new tokens ``[B, T]`` against a key/value cache (from :meth:`init_cache`).
+
+        The new keys/values fill slots ``index .. index + T - 1``; query t attends to the slots
+        up to its own that hold its segment. Positions default to ``index + arange(T)``
+        (explicit ones give offsets for left-padded or packed prompts); segment ids default to 0.
+        The caller keeps ``index + T`` within the cache size (slots past the end are not
+        written).
+
+        Returns:
+          ``(hidden [B, T, d_model], new_cache)``.
+        """
+        tokens = jnp.asarray(tokens)
+        batch, length = tokens.shape[:2]
+        size = cache["positions"].shape[1]
+        if cache["positions"].shape[0] != batch:
+            raise ValueError(f"the cache holds {cache['positions'].shape[0]} rows, tokens {batch}")
+        index = cache["index"]
+        if positions is None:
+            positions = index + jnp.arange(length, dtype=jnp.int32)
+        positions = jnp.broadcast_to(batch_positions(positions), (batch, length)).astype(jnp.int32)
+        segs = (jnp.zeros((batch, length), jnp.int32) if segment_ids is None
+                else check_segment_ids(segment_ids, batch, length).astype(jnp.int32))
+        k_positions = jax.lax.dynamic_update_slice(cache["positions"], positions, (0, index))
+        k_segments = jax.lax.dynamic_update_slice(cache["segment_ids"], segs, (0, index))
+        slots = jnp.arange(size)
+        causal = slots[None, :] <= (index + jnp.arange(length))[:, None]  # [T, S]
+        same = segs[:, :, None] == k_segments[:, None, :]  # [B, T, S]
+        mask = (causal[None] & same)[:, None]
+        x, layers = self._run(tokens, positions=positions, k_positions=k_positions, mask=mask,
+                              segment_ids=None, cache=cache)
+        new_cache = {"index": index + length, "positions": k_positions,
+                     "segment_ids": k_segments, "layers": layers}
+        return x, new_cache
