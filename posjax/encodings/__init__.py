@@ -78,3 +78,11 @@ from posjax.encodings.string import String, cayley
 __all__ += ["FoPE", "apply_fope", "fope_frequencies", "DynamicPositionBias", "dpb_offsets",
             "PolarPoPE", "polar_embed", "polar_frequencies", "LieRE", "lie_rotate",
             "rope_generator", "skew", "ComRoPE", "String", "cayley"]
+from posjax.encodings.spans import span_sums
+from posjax.encodings.fox import Fox, fox_bias, fox_log_gates
+from posjax.encodings.cope import Cope, cope_bias, cope_positions
+from posjax.encodings.dape import Dape
+from posjax.encodings.path import Path, path_scores, path_vectors
+
+__all__ += ["span_sums", "Fox", "fox_bias", "fox_log_gates", "Cope", "cope_bias",
+            "cope_positions", "Dape", "Path", "path_scores", "path_vectors"]

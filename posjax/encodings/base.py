@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-HOOKS = ("none", "embed", "rotate", "bias", "attention", "module")
+HOOKS = ("none", "embed", "rotate", "bias", "attention", "module", "logits")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,3 +76,36 @@ def make(name: str, **kw):
     ctx = {**CTX, **{k: kw.pop(k) for k in list(kw) if k in ("d_model", "num_heads", "max_len",
                                                                "num_layers", "causal", "head_dim")}}
     return pe_lib.make(name, rngs=nnx.Rngs(1), **ctx, **kw)
+
+
+def _lm(name: str, causal: bool, options: dict) -> LanguageModel:
+    cfg = TransformerConfig(vocab_size=13, num_layers=2, d_model=16, num_heads=2, d_ff=32,
+                            max_len=16, pe=name, causal=causal, pe_options=options)
+    return LanguageModel(cfg, rngs=nnx.Rngs(0))
+
+
+def cached_decoding_gap(name: str, **options) -> float:
+    """Max |logits of cached decoding (4-token prompt, then 1 token at a time) - full pass|."""
+    model = _lm(name, True, options)
+    tokens = jax.random.randint(jax.random.key(1), (2, 9), 0, 13)
+    full = model(tokens)
+    cache = model.init_cache(2, 12)
+    out, cache = model.decode(tokens[:, :4], cache)
+    steps = [out]
+    for t in range(4, 9):
+        out, cache = model.decode(tokens[:, t:t + 1], cache)
+        steps.append(out)
+    return float(jnp.abs(jnp.concatenate(steps, axis=1) - full).max())
+
+
+def packing_gap(name: str, *, causal: bool, **options) -> float:
+    """Max |logits of a packed row (segments 4, 3, 5) - each segment run alone|."""
+    model = _lm(name, causal, options)
+    tokens = jax.random.randint(jax.random.key(2), (1, 12), 0, 13)
+    seg = jnp.array([[0] * 4 + [1] * 3 + [2] * 5])
+    packed = model(tokens, segment_ids=seg)
+    gaps = []
+    for lo, hi in ((0, 4), (4, 7), (7, 12)):
+        alone = model(tokens[:, lo:hi])
+        gaps.append(float(jnp.abs(packed[:, lo:hi] - alone).max()))
+    return max(gaps)
