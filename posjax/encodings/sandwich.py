@@ -61,7 +61,8 @@ def sandwich_bias(q_positions: jax.Array, k_positions: jax.Array, *, dim: int = 
     inv = jnp.asarray(base, dtype) ** (-2.0 * kk / dim)  # [d'/2], k = 1..d'/2 as in the paper
     rel = q[..., :, None] - k[..., None, :]  # [..., Tq, Tk]
     angles = rel[..., None, :, :, None] * (inv / ratios[:, None])[:, None, None, :]
-    return jnp.sum(jnp.cos(angles), axis=-1) - dim / 2
+    # sum_k (cos(a_k) - 1) written as -2 sum_k sin^2(a_k / 2): no cancellation near i = j
+    return -2.0 * jnp.sum(jnp.square(jnp.sin(0.5 * angles)), axis=-1)
 
 
 @dataclasses.dataclass(frozen=True)

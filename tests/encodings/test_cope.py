@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from posjax.encodings.cope import cope_bias, cope_positions
-from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make,
-                        packing_gap, train_one_step)
+from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make, packing_gap,
+                        train_one_step)
 
 
 def test_positions_and_bias_match_a_numpy_loop():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from posjax.encodings.alibi import alibi_bias
-from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make,
-                        packing_gap, shift_gap, train_one_step)
+from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make, packing_gap,
+                        shift_gap, train_one_step)
 
 
 def test_logits_are_content_plus_bias_plus_mlp():

@@ -7,7 +7,8 @@ import numpy as np
 
 from posjax.encodings.fope import apply_fope, fope_frequencies
 from posjax.encodings.rope import rope_frequencies
-from _pe_checks import make, rotated_logits, shift_gap, train_one_step
+from _pe_checks import (cached_decoding_gap, make, packing_gap, rotated_logits, shift_gap,
+                        train_one_step)
 
 
 def test_sigma_zero_without_clipping_is_rope():
@@ -56,3 +57,9 @@ def test_not_relative_with_cross_frequency_weights():
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("fope", learned=True)
     assert after < before
+
+
+def test_cache_and_packing():
+    assert cached_decoding_gap("fope") < 1e-5
+    assert packing_gap("fope", causal=True) < 1e-5
+    assert packing_gap("fope", causal=False) < 1e-5

@@ -6,8 +6,8 @@ import numpy as np
 
 from posjax.encodings.alibi import alibi_bias
 from posjax.encodings.fox import fox_bias
-from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make,
-                        packing_gap, train_one_step)
+from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make, packing_gap,
+                        train_one_step)
 
 
 def test_bias_matches_a_numpy_loop_causal_and_bidirectional():

@@ -9,7 +9,8 @@ import pytest
 
 from posjax.encodings.liere import lie_rotate, skew
 from posjax.encodings.string import cayley
-from _pe_checks import make, rotated_logits, shift_gap, train_one_step
+from _pe_checks import (cached_decoding_gap, make, packing_gap, rotated_logits, shift_gap,
+                        train_one_step)
 
 NAMES = ("liere", "comrope", "string")
 RANDOM = {"liere": {"init": "normal", "init_std": 0.3}, "comrope": {"block_size": 4},
@@ -95,3 +96,10 @@ def test_string_logits_are_rope_in_the_learned_basis():
 def test_trains_a_step_in_a_model(name):
     before, after = train_one_step(name)
     assert after < before
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cache_and_packing(name):
+    assert cached_decoding_gap(name, **RANDOM[name]) < 1e-5
+    assert packing_gap(name, causal=True, **RANDOM[name]) < 1e-5
+    assert packing_gap(name, causal=False, **RANDOM[name]) < 1e-5

@@ -7,7 +7,8 @@ import pytest
 
 from posjax.encodings.mrope import apply_mrope, mrope_sections
 from posjax.encodings.rope import rope_frequencies
-from _pe_checks import make, rotated_logits, shift_gap, train_one_step
+from _pe_checks import (cached_decoding_gap, make, packing_gap, rotated_logits, shift_gap,
+                        train_one_step)
 
 
 def _qk(shape=(2, 7, 2, 16), seed=0):
@@ -80,3 +81,9 @@ def test_relative_per_component_and_norm_preserving():
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("mrope")
     assert after < before
+
+
+def test_cache_and_packing():
+    assert cached_decoding_gap("mrope") < 1e-5
+    assert packing_gap("mrope", causal=True) < 1e-5
+    assert packing_gap("mrope", causal=False) < 1e-5

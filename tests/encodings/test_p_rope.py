@@ -7,7 +7,8 @@ import pytest
 
 from posjax.encodings.p_rope import p_rope_frequencies, p_rope_pairs
 from posjax.encodings.rope import rope_frequencies
-from _pe_checks import make, rotated_logits, shift_gap, train_one_step
+from _pe_checks import (cached_decoding_gap, make, packing_gap, rotated_logits, shift_gap,
+                        train_one_step)
 
 
 def _qk(shape=(2, 9, 2, 8), seed=0):
@@ -60,3 +61,9 @@ def test_bad_p(p):
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("p_rope")
     assert after < before
+
+
+def test_cache_and_packing():
+    assert cached_decoding_gap("p_rope") < 1e-5
+    assert packing_gap("p_rope", causal=True) < 1e-5
+    assert packing_gap("p_rope", causal=False) < 1e-5

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from posjax.encodings.path import path_scores, path_vectors
-from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make,
-                        packing_gap, train_one_step)
+from _pe_checks import (cached_decoding_gap, causal_outputs_ignore_the_future, make, packing_gap,
+                        train_one_step)
 
 
 def _numpy_scores(q, k, w, beta, causal):

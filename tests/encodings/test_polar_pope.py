@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from posjax.encodings.polar_pope import polar_embed, polar_frequencies
-from _pe_checks import make, rotated_logits, shift_gap, train_one_step
+from _pe_checks import (cached_decoding_gap, make, packing_gap, rotated_logits, shift_gap,
+                        train_one_step)
 
 
 def test_logits_match_the_polar_formula_in_float64():
@@ -52,3 +53,9 @@ def test_phase_offset_is_clamped_to_minus_two_pi_zero():
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("polar_pope")
     assert after < before
+
+
+def test_cache_and_packing():
+    assert cached_decoding_gap("polar_pope") < 1e-5
+    assert packing_gap("polar_pope", causal=True) < 1e-5
+    assert packing_gap("polar_pope", causal=False) < 1e-5
