@@ -109,3 +109,11 @@ def packing_gap(name: str, *, causal: bool, **options) -> float:
         alone = model(tokens[:, lo:hi])
         gaps.append(float(jnp.abs(packed[:, lo:hi] - alone).max()))
     return max(gaps)
+
+
+def assert_cache_and_packing(name: str, **options) -> None:
+    """Cached decoding equals the full pass and packed rows equal their segments (1e-5),
+    causal and bidirectional."""
+    assert cached_decoding_gap(name, **options) < 1e-5
+    assert packing_gap(name, causal=True, **options) < 1e-5
+    assert packing_gap(name, causal=False, **options) < 1e-5
