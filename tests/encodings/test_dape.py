@@ -35,8 +35,12 @@ def test_kerple_base_and_relative_static_bias():
         make("dape", base="t5")
 
 
-def test_causal_cache_packing_and_training():
+def test_causal_and_trains_a_step_in_a_model():
     causal_outputs_ignore_the_future("dape")
-    assert_cache_and_packing("dape")
     before, after = train_one_step("dape")
     assert after < before
+
+
+@pytest.mark.slow  # the registry-driven decoding and packing tests cover every PE by default
+def test_cache_and_packing():
+    assert_cache_and_packing("dape")

@@ -52,5 +52,6 @@ def test_trains_a_step_in_a_model():
     assert after < before
 
 
+@pytest.mark.slow  # the registry-driven decoding and packing tests cover every PE by default
 def test_cache_and_packing():
     assert_cache_and_packing("dynamic_position_bias")

@@ -4,6 +4,7 @@ the absolute (not relative) flag is observable."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from posjax.encodings.fope import apply_fope, fope_frequencies
 from posjax.encodings.rope import rope_frequencies
@@ -59,5 +60,6 @@ def test_trains_a_step_in_a_model():
     assert after < before
 
 
+@pytest.mark.slow  # the registry-driven decoding and packing tests cover every PE by default
 def test_cache_and_packing():
     assert_cache_and_packing("fope")

@@ -98,6 +98,7 @@ def test_trains_a_step_in_a_model(name):
     assert after < before
 
 
+@pytest.mark.slow  # the registry-driven decoding and packing tests cover every PE by default
 @pytest.mark.parametrize("name", NAMES)
 def test_cache_and_packing(name):
     assert_cache_and_packing(name, **RANDOM[name])

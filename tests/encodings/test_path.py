@@ -4,6 +4,7 @@ cache and packing."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from posjax.encodings.path import path_scores, path_vectors
 from _pe_checks import (assert_cache_and_packing, causal_outputs_ignore_the_future, make,
@@ -58,8 +59,12 @@ def test_transform_parameters_and_flags():
     assert float(jnp.abs(out).max()) < 1e-5
 
 
-def test_causal_cache_packing_and_training():
+def test_causal_and_trains_a_step_in_a_model():
     causal_outputs_ignore_the_future("path")
-    assert_cache_and_packing("path")
     before, after = train_one_step("path")
     assert after < before
+
+
+@pytest.mark.slow  # the registry-driven decoding and packing tests cover every PE by default
+def test_cache_and_packing():
+    assert_cache_and_packing("path")

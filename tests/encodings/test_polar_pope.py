@@ -3,6 +3,7 @@ cos((t - s) theta_c + delta_c) (float64), relative, and the model trains a step.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from posjax.encodings.polar_pope import polar_embed, polar_frequencies
 from _pe_checks import (assert_cache_and_packing, make, rotated_logits, shift_gap,
@@ -55,5 +56,6 @@ def test_trains_a_step_in_a_model():
     assert after < before
 
 
+@pytest.mark.slow  # the registry-driven decoding and packing tests cover every PE by default
 def test_cache_and_packing():
     assert_cache_and_packing("polar_pope")
