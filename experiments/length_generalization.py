@@ -47,8 +47,11 @@ from experiments.common import (CellStore, experiment_parser, resolve_config, ru
 from posjax.data import algorithmic as alg
 
 DEFAULT_OUT = "runs/length_generalization"
+# PEs of 2022-2025 (sandwich ... path): relative biases, rotations and contextual logits.
+NEW_PES = ("sandwich", "p_rope", "mrope", "fope", "dynamic_position_bias", "polar_pope", "string",
+           "liere", "comrope", "cope", "fox", "dape", "path")
 QUICK_PES = ("none", "learned", "sinusoidal", "rope", "alibi", "t5", "kerple_log", "kerple_power",
-             "fire", "xpos", "hope", "pope") + ROPE_SCALINGS
+             "fire", "xpos", "hope", "pope") + ROPE_SCALINGS + NEW_PES
 FULL_PES = QUICK_PES + ("cape", "hype", "gridpe", "tupe", "cpe", "lape", "complex",
                         "positional_attention")
 
@@ -163,6 +166,8 @@ def pe_options(pe: str, cfg: LGConfig, train_width: int, test_width: int) -> dic
         return {"num_positions": test_width}
     if pe == "hope":
         return {"train_length": train_width} if cfg.hope_train_length == "train_width" else {}
+    if pe == "fope":  # clip the frequencies that do not complete a turn within training
+        return {"train_length": train_width}
     if pe == "lape":
         return {"base_pe": cfg.lape_base}
     if pe == "rope_linear":

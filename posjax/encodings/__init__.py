@@ -67,3 +67,28 @@ from posjax.encodings.rope_scaling import (LongRoPE, RoPEProportional, index_ram
 
 __all__ += ["LongRoPE", "RoPEProportional", "index_ramp_frequencies", "longrope_attention_factor",
             "yarn_correction_range"]
+# PEs of 2022-2025 (one module per PE).
+from posjax.encodings.sandwich import Sandwich, sandwich_bias, sandwich_ratios
+from posjax.encodings.p_rope import PRoPE, p_rope_frequencies, p_rope_pairs
+from posjax.encodings.mrope import MRoPE, apply_mrope, mrope_angles, mrope_sections
+
+__all__ += ["Sandwich", "sandwich_bias", "sandwich_ratios", "PRoPE", "p_rope_frequencies",
+            "p_rope_pairs", "MRoPE", "apply_mrope", "mrope_angles", "mrope_sections"]
+from posjax.encodings.fope import FoPE, apply_fope, fope_frequencies
+from posjax.encodings.dynamic_position_bias import DynamicPositionBias, dpb_offsets
+from posjax.encodings.polar_pope import PolarPoPE, polar_embed, polar_frequencies
+from posjax.encodings.liere import LieRE, lie_rotate, rope_generator, skew
+from posjax.encodings.comrope import ComRoPE
+from posjax.encodings.string import String, cayley
+
+__all__ += ["FoPE", "apply_fope", "fope_frequencies", "DynamicPositionBias", "dpb_offsets",
+            "PolarPoPE", "polar_embed", "polar_frequencies", "LieRE", "lie_rotate",
+            "rope_generator", "skew", "ComRoPE", "String", "cayley"]
+from posjax.encodings.spans import span_sums
+from posjax.encodings.fox import Fox, fox_bias, fox_log_gates
+from posjax.encodings.cope import Cope, cope_bias, cope_positions
+from posjax.encodings.dape import Dape
+from posjax.encodings.path import Path, path_scores, path_vectors
+
+__all__ += ["span_sums", "Fox", "fox_bias", "fox_log_gates", "Cope", "cope_bias",
+            "cope_positions", "Dape", "Path", "path_scores", "path_vectors"]
