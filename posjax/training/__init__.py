@@ -6,6 +6,7 @@ from posjax.training.loop import InvalidBatch, TrainResult, TrainingDiverged, ma
 from posjax.training.losses import accuracy, classification_loss, evaluate_classifier
 from posjax.training.run_dir import RunDirLocked
 
-__all__ = ["ArrayBatches", "CheckpointCorrupted", "Checkpointer", "InvalidBatch", "RunDirLocked", "TrainConfig", "TrainResult", "TrainingDiverged",
+__all__ = ["ArrayBatches", "CheckpointCorrupted", "Checkpointer", "InvalidBatch", "RunDirLocked",
+           "TrainConfig", "TrainResult", "TrainingDiverged",
            "accuracy", "classification_loss", "evaluate_classifier", "iterate",
            "make_optimizer", "make_schedule", "make_train_step", "train"]

@@ -224,7 +224,8 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
 
 def _open_run(out_dir: str, record: dict[str, Any], resume: str, main: bool, keep: int
               ) -> tuple[Checkpointer, str]:
-    """Check ``out_dir`` against ``record`` and ``resume``; returns its checkpointer and log path."""
+    """Check ``out_dir`` against ``record`` and ``resume``; returns its checkpointer and log
+    path."""
     log_path = os.path.join(out_dir, "metrics.jsonl")
     ck_dir = os.path.join(out_dir, "checkpoints")
     had_ck_dir = os.path.isdir(ck_dir)
