@@ -93,7 +93,8 @@ def check_field_types(obj: Any, owner: str) -> None:
 
     Args:
       obj: a dataclass instance.
-      owner: how messages name the fields' owner (``"TransformerConfig."``, ``"PE 'rope' option "``).
+      owner: how messages name the fields' owner (``"TransformerConfig."``,
+        ``"PE 'rope' option "``).
     """
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):

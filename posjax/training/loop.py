@@ -156,18 +156,20 @@ def _cached_step(graphdef, loss_fn: LossFn, config: TrainConfig):
 _PINNED: dict[Any, Any] = {}
 
 
-def _pinned_step(step_fn, params: Any, opt_state: Any):
+def _pinned_step(step_fn, params: Any, opt_state: Any, ok_sharding: Any = None):
     """``step_fn`` whose new params and optimiser state keep the shardings of ``params`` and
     ``opt_state``. Left to itself the partitioner may return some leaves in another layout (a
     replicated leaf split over ``"model"``, say), so that the second step, fed those outputs,
-    would compile the step a second time; pinned, every step runs one executable."""
+    would compile the step a second time; pinned, every step runs one executable. The
+    ``applied`` flag fed back as the next step's ``ok`` is pinned to ``ok_sharding`` (the
+    sharding of the first ``ok``) for the same reason."""
     shardings = (jax.tree.map(lambda x: x.sharding, params),
                  jax.tree.map(lambda x: x.sharding, opt_state))
-    key = (step_fn, jax.tree.structure(shardings), tuple(jax.tree.leaves(shardings)))
+    key = (step_fn, jax.tree.structure(shardings), tuple(jax.tree.leaves(shardings)), ok_sharding)
     if key not in _PINNED:
         if len(_PINNED) >= 64:
             _PINNED.pop(next(iter(_PINNED)))
-        _PINNED[key] = jax.jit(step_fn, out_shardings=(*shardings, None, None, None, None))
+        _PINNED[key] = jax.jit(step_fn, out_shardings=(*shardings, None, None, ok_sharding, None))
     return _PINNED[key]
 
 
@@ -227,7 +229,8 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
 
 def _open_run(out_dir: str, record: dict[str, Any], resume: str, main: bool, keep: int
               ) -> tuple[Checkpointer, str]:
-    """Check ``out_dir`` against ``record`` and ``resume``; returns its checkpointer and log path."""
+    """Check ``out_dir`` against ``record`` and ``resume``; returns its checkpointer and log
+    path."""
     log_path = os.path.join(out_dir, "metrics.jsonl")
     ck_dir = os.path.join(out_dir, "checkpoints")
     had_ck_dir = os.path.isdir(ck_dir)
@@ -259,7 +262,8 @@ def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, des
     if mesh is not None:  # placed before a restore, which then keeps each leaf's sharding
         from posjax.distributed.training import place_state, shard_batch
         params, opt_state, rest = place_state(mesh, params, opt_state, rest)
-        step_fn = _pinned_step(step_fn, params, opt_state)
+        ok_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+        step_fn = _pinned_step(step_fn, params, opt_state, ok_sharding)
 
     ckpt, start, resumed, log = None, 0, None, None
     if out_dir is not None:
@@ -326,7 +330,7 @@ def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, des
         pending.clear()
 
     step = start
-    ok = jnp.asarray(True)
+    ok = jnp.asarray(True) if mesh is None else jax.device_put(jnp.asarray(True), ok_sharding)
     bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not (config.progress and main),
                leave=False, dynamic_ncols=True)
     try:

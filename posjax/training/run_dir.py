@@ -153,7 +153,8 @@ def check_run_record(out_dir: str, record: Mapping[str, Any], *, write: bool = T
             with open(path) as f:
                 old = json.load(f)
         except (OSError, ValueError) as e:
-            raise ValueError(f"{path} is unreadable ({e}); delete {out_dir} to start over") from None
+            raise ValueError(f"{path} is unreadable ({e}); delete {out_dir} to start "
+                             "over") from None
         diff = record_differences(old, record)
         if diff:
             shown = "; ".join(diff[:8]) + (f"; and {len(diff) - 8} more" if len(diff) > 8 else "")

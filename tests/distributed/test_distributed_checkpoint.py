@@ -223,7 +223,8 @@ def test_only_the_main_process_writes_logs(tmp_path, monkeypatch, capsys):
     # the main process writes them (the control: the same run, the guard unpatched)
     monkeypatch.undo()
     run(tmp_path / "main", 2)
-    assert sorted(os.listdir(tmp_path / "main")) == ["checkpoints", "config.json", "metrics.jsonl"]
+    assert sorted(os.listdir(tmp_path / "main")) == ["checkpoints", "config.json", "metrics.jsonl",
+                                                     "train.lock"]
 
 
 if __name__ == "__main__":

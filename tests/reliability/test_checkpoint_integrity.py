@@ -87,3 +87,12 @@ def test_requested_damaged_step_is_an_error(saved):
     _flip_bytes(os.path.join(saved, "2"))
     with pytest.raises(CheckpointCorrupted, match="does not match its checksum"):
         Checkpointer(saved).restore(_state(0.0), step=2)
+
+
+def test_unreadable_checkpoint_without_checksums_falls_back(saved):
+    step_dir = os.path.join(saved, "3")
+    os.remove(os.path.join(step_dir, CHECKSUM_FILE))  # as written before checksums existed
+    _empty_metadata(step_dir)
+    with pytest.warns(UserWarning, match=r"step 3 \(checkpoint .* is unreadable .*step 2"):
+        step, _ = Checkpointer(saved).restore(_state(0.0))
+    assert step == 2
