@@ -6,7 +6,6 @@ flag must be set before JAX is imported) and are compared there with the one-dev
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pytest
