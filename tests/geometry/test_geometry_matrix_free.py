@@ -88,6 +88,10 @@ def test_trace_and_topk_report(x64):
     B = np.asarray(geo.gram_from_sqrtP(np.sqrt(P)))
     tr = geo.b_trace(P)
     assert abs(tr - np.trace(B)) <= 1e-10 * np.trace(B)
+    from jax.experimental import sparse as jsparse
+
+    R = geo.sqrt_rows(jsparse.BCOO.fromdense(jnp.asarray(P)))
+    assert R.kind == "csr" and abs(R.trace_b() - tr) <= 1e-10 * tr
     w = np.linalg.eigvalsh(B)[::-1]
     rep = geo.topk_spectrum_report(w[:10], tr, eps=(0.5, 1e-9))
     assert rep["captured"] == pytest.approx(w[:10].sum() / w[w > 0].sum(), rel=1e-9)
