@@ -73,7 +73,7 @@ def test_mds_matches_dense_classical_mds_and_streamed_counts(x64):
     assert rel(r3.eigenvalues, 0.5 * np.asarray(r.eigenvalues)) <= 1e-10
 
 
-def test_mds_float32_within_issue_tolerance():
+def test_mds_float32_within_tolerance():
     P = probs(768, 200).astype(np.float32)
     with jax.enable_x64(True):
         lam, X = svd_reference(P.astype(np.float64), 8)
