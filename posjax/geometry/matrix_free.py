@@ -29,7 +29,7 @@ import numpy as np
 from posjax.geometry.eigensolvers import fix_signs
 from posjax.geometry.hellinger import canonical_metric
 from posjax.geometry.mds import MDSResult
-from posjax.geometry.sqrt_rows import SqrtRows, sqrt_rows
+from posjax.geometry.sqrt_rows import sqrt_rows
 
 __all__ = ["mds_from_distributions", "b_trace", "topk_spectrum_report"]
 

@@ -3,7 +3,25 @@ devices, and two real processes): a T5-bias Classifier, AdamW with dropout, chec
 ``every`` steps, a KeyboardInterrupt when the batch of step ``interrupt_at`` is requested."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_on_fake_devices(script: str, *flags: str, devices: int = 4) -> dict:
+    """Run ``script`` in a subprocess with ``devices`` fake CPU devices (the XLA flag must be set
+    before JAX is imported) and return the JSON on its last stdout line."""
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, os.path.abspath(script), *flags], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 CONFIG = dict(vocab_size=32, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_len=8, pe="t5",
               dropout=0.1)

@@ -6,14 +6,11 @@ flag must be set before JAX is imported) and are compared there with the one-dev
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _sharded_run import run_on_fake_devices  # noqa: E402  (tests/distributed on sys.path)
 
 
 def run_checks() -> dict:
@@ -52,18 +49,9 @@ def run_checks() -> dict:
     return out
 
 
-def _run() -> dict:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def results() -> dict:
-    return _run()
+    return run_on_fake_devices(__file__)
 
 
 @pytest.mark.parametrize("mesh", ["rows4", "mesh2x2"])

@@ -73,7 +73,7 @@ def test_mds_matches_dense_classical_mds_and_streamed_counts(x64):
     assert rel(r3.eigenvalues, 0.5 * np.asarray(r.eigenvalues)) <= 1e-10
 
 
-def test_mds_float32_within_issue_tolerance():
+def test_mds_float32_within_tolerance():
     P = probs(768, 200).astype(np.float32)
     with jax.enable_x64(True):
         lam, X = svd_reference(P.astype(np.float64), 8)
@@ -88,6 +88,10 @@ def test_trace_and_topk_report(x64):
     B = np.asarray(geo.gram_from_sqrtP(np.sqrt(P)))
     tr = geo.b_trace(P)
     assert abs(tr - np.trace(B)) <= 1e-10 * np.trace(B)
+    from jax.experimental import sparse as jsparse
+
+    R = geo.sqrt_rows(jsparse.BCOO.fromdense(jnp.asarray(P)))
+    assert R.kind == "csr" and abs(R.trace_b() - tr) <= 1e-10 * tr
     w = np.linalg.eigvalsh(B)[::-1]
     rep = geo.topk_spectrum_report(w[:10], tr, eps=(0.5, 1e-9))
     assert rep["captured"] == pytest.approx(w[:10].sum() / w[w > 0].sum(), rel=1e-9)
