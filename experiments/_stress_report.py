@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from experiments._stress_geometry import SPEC_TOY
-from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std, verdict
+from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std
+from experiments.common import verdict as ci_verdict
 
 ENCODING_LABELS = {
     "mds_full": "MDS, r = rank(B) (r_tau)",
@@ -175,7 +176,7 @@ def claims(e1: dict, summaries: dict, e4: dict, cfg: Any, ceiling: float | None)
             out.append({"claim": "the MDS PE trains as well as the best other PE: accuracy "
                                  "MDS − best other + 1 point > 0", "variant": "E4",
                         "value": {"mds": m["mean"], "best_other": best[1], "best": best[0],
-                                  "statistic": diff}, "verdict": verdict(diff, 0.0)})
+                                  "statistic": diff}, "verdict": ci_verdict(diff, 0.0)})
         if "none" in e4 and cfg.dataset == "synthetic":
             # Theorem 1: chance (50 %); reproduced when the CI of |acc − 0.5| lies below 5 points
             ci = mean_ci(0.05 - abs(a - 0.5) for a in e4["none"]["acc"])
@@ -183,7 +184,7 @@ def claims(e1: dict, summaries: dict, e4: dict, cfg: Any, ceiling: float | None)
                                  "5 points − |NoPE accuracy − 50 %| > 0",
                         "variant": "E4", "value": {"none": e4["none"]["mean"], "bayes": ceiling,
                                                    "statistic": ci},
-                        "verdict": verdict(ci, 0.0)})
+                        "verdict": ci_verdict(ci, 0.0)})
     return out
 
 
