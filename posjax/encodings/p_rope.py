@@ -14,12 +14,12 @@ import dataclasses
 import math
 
 import jax
+import numpy as np
 from flax import nnx
 
 from posjax.encodings.base import PEContext
-from posjax.encodings.hope import hope_frequencies
 from posjax.encodings.registry import register
-from posjax.encodings.rope import RoPE, RoPEOptions, rotary_dim
+from posjax.encodings.rope import RoPE, RoPEOptions, rope_frequencies, rotary_dim
 
 
 def p_rope_pairs(rot_dim: int, p: float) -> int:
@@ -29,9 +29,12 @@ def p_rope_pairs(rot_dim: int, p: float) -> int:
     return int(math.floor(p * (rot_dim // 2) + 1e-9))
 
 
-def p_rope_frequencies(rot_dim: int, p: float, base: float = 10000.0) -> jax.Array:
-    """RoPE frequencies ``[rot_dim // 2]`` with all but the first ``floor(p rot_dim / 2)`` zeroed."""
-    return hope_frequencies(rot_dim, base, rotated_pairs=p_rope_pairs(rot_dim, p))
+def p_rope_frequencies(rot_dim: int, p: float, base: float = 10000.0) -> np.ndarray:
+    """RoPE frequencies ``[rot_dim // 2]`` with all but the first ``floor(p rot_dim / 2)`` zeroed,
+    as exact float64 values (the precision :func:`posjax.encodings.rope.rope_angles` keeps)."""
+    theta = np.array(rope_frequencies(rot_dim, base, np.float64))
+    theta[p_rope_pairs(rot_dim, p):] = 0.0
+    return theta
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +58,6 @@ class PRoPE(RoPE):
     def __init__(self, options: PRoPEOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         super().__init__(options, ctx, rngs=rngs)
 
-    def frequencies(self) -> jax.Array:
+    def frequencies(self) -> np.ndarray:
         o = self.options
         return p_rope_frequencies(rotary_dim(self.ctx.head_dim, o.rotary_fraction), o.p, o.base)
