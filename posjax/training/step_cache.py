@@ -38,6 +38,31 @@ def _const_bytes(c: Any) -> bytes:
     return f"{a.shape}{a.dtype}".encode() + a.tobytes()
 
 
+def _hash_values(digest: Any, jaxpr: Any) -> None:
+    """Add to ``digest`` every value the printed program leaves out: literals, and the constants
+    closed over by the sub-programs of higher-order equations (``pjit``, ``custom_vjp``, ``scan``,
+    ``cond``...), which the outer ``consts`` do not list."""
+    from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
+
+    def visit(value: Any) -> None:
+        if isinstance(value, ClosedJaxpr):
+            for c in value.consts:
+                digest.update(_const_bytes(c))
+            visit(value.jaxpr)
+        elif isinstance(value, Jaxpr):
+            for eqn in value.eqns:
+                for v in eqn.invars:
+                    if isinstance(v, Literal):
+                        digest.update(_const_bytes(v.val))
+                for param in eqn.params.values():
+                    visit(param)
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                visit(item)
+
+    visit(jaxpr)
+
+
 def program_key(fn: Callable, *args: Any) -> tuple[tuple[str, str, str], Any, Any]:
     """Trace ``fn(*args)`` abstractly; return ``(key, closed_jaxpr, out_tree)``.
 
@@ -50,6 +75,7 @@ def program_key(fn: Callable, *args: Any) -> tuple[tuple[str, str, str], Any, An
     digest = hashlib.sha256(str(closed.jaxpr).encode())
     for c in closed.consts:
         digest.update(_const_bytes(c))
+    _hash_values(digest, closed.jaxpr)
     out_tree = jax.tree.structure(out_shape)
     key = (digest.hexdigest(), str(jax.tree.structure(abstract)), str(out_tree))
     return key, closed, out_tree

@@ -56,12 +56,13 @@ def test_init_scale_and_seed_do_not_recompile():
 
 
 def test_computation_changes_do_recompile():
-    # negative controls: a RoPE base and a learning rate change the program
+    # negative controls: RoPE's pairing and a learning rate change the program
     assert _compiles_of("rope", {"base": 100.0}, 0) == 0  # same options: cached
     _listen()
     before = len(_COMPILES)
     cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=32,
-                            max_len=8, pe="rope", pe_options={"base": 1000.0}, dropout=0.0)
+                            max_len=8, pe="rope", pe_options={"base": 100.0, "interleaved": True},
+                            dropout=0.0)
     model = Classifier(cfg, 2, pooling="mean", rngs=nnx.Rngs(0))
     tc = TrainConfig(steps=2, batch_size=16, learning_rate=3e-3, progress=False)
     train(model, classification_loss, ArrayBatches(_data(), 16), tc)
@@ -69,6 +70,20 @@ def test_computation_changes_do_recompile():
     before = len(_COMPILES)
     train(model, classification_loss, ArrayBatches(_data(), 16), tc.replace(learning_rate=1e-2))
     assert len(_COMPILES) > before
+
+
+def test_a_changed_constant_is_never_served_a_stale_step():
+    # RoPE bases 100 and 1e4 may share one executable (XLA can pass the frequencies as runtime
+    # constants), but each model must train with its own frequencies: equal seeds, data and
+    # parameters at init, different losses.
+    losses = []
+    for base in (100.0, 10000.0):
+        cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                                max_len=8, pe="rope", pe_options={"base": base}, dropout=0.0)
+        model = Classifier(cfg, 2, pooling="mean", rngs=nnx.Rngs(0))
+        tc = TrainConfig(steps=2, batch_size=16, learning_rate=3e-3, progress=False)
+        losses.append(train(model, classification_loss, ArrayBatches(_data(), 16), tc))
+    assert losses[0].metrics["loss"] != losses[1].metrics["loss"]
 
 
 def test_program_key_ignores_values_not_shapes():
