@@ -128,8 +128,9 @@ Decoder-only causal pre-LN Transformers ({cfg.num_layers} layers, d={cfg.d_model
 ({cfg.per_length} instances per length), {seeds} seed(s). Metric: exact match of the
 whole target (greedy decoding; computed as teacher-forced argmax, which is identical; greedy
 decoding with `posjax.models.generate` agreed on {agree}/{total} cross-checked instances).
-Accuracies in %, {CI_METHOD}. Interpretation settings: learned tables cover the longest test sequence with unseen rows
-left at init (`unseen_rows={cfg.unseen_rows!r}`); RoPE scaling variants {scaling}
+Accuracies in %, {CI_METHOD}.
+Interpretation settings: learned tables cover the longest test sequence with unseen rows left at
+init (`unseen_rows={cfg.unseen_rows!r}`); RoPE scaling variants {scaling}
 (`rope_scaling_mode={cfg.rope_scaling_mode!r}`), s = test width / train width; HoPE cut-off
 `hope_train_length={cfg.hope_train_length!r}`; PoPE range = test width. Wall time {seconds:.0f} s.
 

@@ -307,12 +307,24 @@ def resolve_config(args: argparse.Namespace, presets: Mapping[str, C]) -> C:
     config dataclass must have an int field ``seeds``). Validation errors of the dataclass
     (``__post_init__``) surface as one-line CLI errors through :func:`run_cli`."""
     base = presets[preset_name(args)]
-    changes = parse_set(type(base), args.set)
+    return dataclasses.replace(base, **config_overrides(type(base), args))
+
+
+def config_overrides(cls: type, args: argparse.Namespace, flags: Sequence[str] = ()
+                     ) -> dict[str, Any]:
+    """The changes ``args`` asks of a config dataclass ``cls``: its ``--set`` items (typed by
+    :func:`parse_set`), ``--seeds`` (field ``seeds``), then every attribute named in ``flags``
+    that was given (not None, and not False for a ``store_true`` flag), under the same name."""
+    changes = parse_set(cls, args.set)
     if args.seeds is not None:
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         changes["seeds"] = args.seeds
-    return dataclasses.replace(base, **changes)
+    for key in flags:
+        value = getattr(args, key)
+        if value is not None and value is not False:
+            changes[key] = value
+    return changes
 
 
 base_parser = experiment_parser  # the shared flags, for scripts outside the five experiments

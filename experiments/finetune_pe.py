@@ -44,9 +44,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, CellStore, experiment_parser, fmt_ci, markdown_table,
-                                mean_ci, parse_set, preset_name, run_cli, versions, welch_ci,
-                                write_json)
+from experiments.common import (CI_METHOD, CellStore, config_overrides, experiment_parser,
+                                fmt_ci, markdown_table, mean_ci, parse_set, preset_name, run_cli,
+                                versions, welch_ci, write_json)
 
 PES = ("learned", "mds", "sinusoidal", "rope", "alibi", "none")
 
@@ -353,18 +353,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--progress", action="store_true", help="show training progress bars")
     args = p.parse_args(argv)
     preset = preset_name(args)
-    overrides = parse_set(FinetuneConfig, args.set)
+    overrides = config_overrides(FinetuneConfig, args,
+                                 ("model", "dataset", "data_dir", "tokenizer", "progress"))
     if args.pes is not None:
         overrides.update(parse_set(FinetuneConfig, [f"pes={args.pes}"]))
-    if args.seeds is not None:
-        if args.seeds < 1:
-            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-        overrides["seeds"] = args.seeds
-    for key in ("model", "dataset", "data_dir", "tokenizer"):
-        if getattr(args, key) is not None:
-            overrides[key] = getattr(args, key)
-    if args.progress:
-        overrides["progress"] = True
     if preset == "quick" and "model" not in overrides and "data_dir" not in overrides:
         model, data = write_quick_assets(args.out)
         overrides.update(model=model, data_dir=data, dataset="text")
