@@ -9,7 +9,7 @@ import numpy as np
 
 from experiments.common import CI_METHOD, fmt_ci, markdown_table, mean_ci, verdict
 
-ROPE_SCALINGS = ("rope_linear", "rope_ntk", "rope_yarn", "rope_llama3")
+ROPE_SCALINGS = ("rope_linear", "rope_ntk", "rope_yarn", "rope_llama3", "longrope")
 # The PEs of Kazemnejad et al. (APE = sinusoidal, plus learned) used for the NoPE comparison.
 REFERENCE_PES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
 
@@ -126,10 +126,11 @@ Decoder-only causal pre-LN Transformers ({cfg.num_layers} layers, d={cfg.d_model
 {', '.join(cfg.tasks)} ({cfg.steps} AdamW steps, batch {cfg.batch_size}, lr {cfg.learning_rate},
 {cfg.n_train} training instances), tested on lengths 1..{cfg.test_factor * L}
 ({cfg.per_length} instances per length), {seeds} seed(s). Metric: exact match of the
-whole target (greedy decoding; computed as teacher-forced argmax, which is identical; the greedy
-decoder agreed on {agree}/{total} cross-checked instances). Accuracies in %, mean ± std over
-seeds. Interpretation settings: learned tables cover the longest test sequence with unseen rows
-left at init (`unseen_rows={cfg.unseen_rows!r}`); RoPE scaling variants {scaling}
+whole target (greedy decoding; computed as teacher-forced argmax, which is identical; greedy
+decoding with `posjax.models.generate` agreed on {agree}/{total} cross-checked instances).
+Accuracies in %, {CI_METHOD}.
+Interpretation settings: learned tables cover the longest test sequence with unseen rows left at
+init (`unseen_rows={cfg.unseen_rows!r}`); RoPE scaling variants {scaling}
 (`rope_scaling_mode={cfg.rope_scaling_mode!r}`), s = test width / train width; HoPE cut-off
 `hope_train_length={cfg.hope_train_length!r}`; PoPE range = test width. Wall time {seconds:.0f} s.
 

@@ -119,6 +119,35 @@ def mean_ci(values: Iterable[float], level: float = 0.95) -> dict[str, Any]:
             "values": arr.tolist()}
 
 
+def welch_ci(a: Iterable[float], b: Iterable[float], level: float = 0.95) -> dict[str, Any]:
+    """Difference of means ``mean(a) - mean(b)`` with its two-sided Welch t interval (unequal
+    variances, Welch-Satterthwaite degrees of freedom), in the layout of :func:`mean_ci`
+    (``n`` = the smaller sample, so :func:`verdict` and :func:`fmt_ci` apply).
+
+    Returns ``{"mean", "lo", "hi", "half", "n", "dof"}``; with fewer than 2 values on either side
+    the interval is unbounded (``half`` = inf), and with no spread at all it is the point.
+    """
+    from scipy import stats
+
+    x = np.asarray([v for v in a if v is not None], float)
+    y = np.asarray([v for v in b if v is not None], float)
+    n = int(min(x.size, y.size))
+    if n == 0:
+        nan = float("nan")
+        return {"mean": nan, "lo": nan, "hi": nan, "half": nan, "n": 0, "dof": nan}
+    diff = float(x.mean() - y.mean())
+    if n < 2:
+        return {"mean": diff, "lo": -np.inf, "hi": np.inf, "half": float("inf"), "n": n,
+                "dof": float("nan")}
+    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    se = float(np.sqrt(va + vb))
+    if se == 0:
+        return {"mean": diff, "lo": diff, "hi": diff, "half": 0.0, "n": n, "dof": float("inf")}
+    dof = float((va + vb) ** 2 / (va ** 2 / (x.size - 1) + vb ** 2 / (y.size - 1)))
+    half = float(stats.t.ppf(0.5 + level / 2, dof) * se)
+    return {"mean": diff, "lo": diff - half, "hi": diff + half, "half": half, "n": n, "dof": dof}
+
+
 def fmt_ci(ci: Mapping[str, Any], scale: float = 1.0, digits: int = 1) -> str:
     """``"mean ± half"`` of a :func:`mean_ci` result (``n/a`` when empty)."""
     if not ci["n"]:
@@ -278,12 +307,24 @@ def resolve_config(args: argparse.Namespace, presets: Mapping[str, C]) -> C:
     config dataclass must have an int field ``seeds``). Validation errors of the dataclass
     (``__post_init__``) surface as one-line CLI errors through :func:`run_cli`."""
     base = presets[preset_name(args)]
-    changes = parse_set(type(base), args.set)
+    return dataclasses.replace(base, **config_overrides(type(base), args))
+
+
+def config_overrides(cls: type, args: argparse.Namespace, flags: Sequence[str] = ()
+                     ) -> dict[str, Any]:
+    """The changes ``args`` asks of a config dataclass ``cls``: its ``--set`` items (typed by
+    :func:`parse_set`), ``--seeds`` (field ``seeds``), then every attribute named in ``flags``
+    that was given (not None, and not False for a ``store_true`` flag), under the same name."""
+    changes = parse_set(cls, args.set)
     if args.seeds is not None:
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         changes["seeds"] = args.seeds
-    return dataclasses.replace(base, **changes)
+    for key in flags:
+        value = getattr(args, key)
+        if value is not None and value is not False:
+            changes[key] = value
+    return changes
 
 
 base_parser = experiment_parser  # the shared flags, for scripts outside the five experiments

@@ -19,12 +19,15 @@ interrupted ensemble resume where it stopped. Accuracies are mean ± 95 % CI ove
 NoPE verdict is decided by the CI of a per-seed difference.
 
 Evaluation: greedy decoding with exact match is computed as "every target token (and ``<eos>``)
-is the argmax given the gold prefix" in one causal forward pass -- identical to greedy exact match
-(if greedy reproduces the target, every step saw the gold prefix; conversely). A jitted,
-fixed-shape greedy decoder cross-checks this on a sample of every test length
+is the argmax given the gold prefix" in one causal forward pass
+(:func:`posjax.training.lm_exact_match`) -- identical to greedy exact match (if greedy reproduces
+the target, every step saw the gold prefix; conversely). Greedy decoding with
+:func:`posjax.models.generate` (from a key/value cache when every PE of the model supports one,
+else recomputing the sequence each step) cross-checks this on a sample of every test length
 (``greedy_check_per_length``); the agreement is recorded.
 
-RoPE context-extension variants (``rope_linear``, ``rope_ntk``, ``rope_yarn``, ``rope_llama3``) are
+RoPE context-extension variants (``rope_linear``, ``rope_ntk``, ``rope_yarn``, ``rope_llama3``,
+``longrope`` without searched per-pair factors, i.e. its attention factor alone) are
 applied at test time to the trained RoPE model (``rope_scaling_mode="test_time"``, RoPE has no
 parameters), with s = test width / train width and the original length = train width.
 """
@@ -35,8 +38,6 @@ import os
 import time
 from typing import Any, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -53,7 +54,19 @@ NEW_PES = ("sandwich", "p_rope", "mrope", "fope", "dynamic_position_bias", "pola
 QUICK_PES = ("none", "learned", "sinusoidal", "rope", "alibi", "t5", "kerple_log", "kerple_power",
              "fire", "xpos", "hope", "pope") + ROPE_SCALINGS + NEW_PES
 FULL_PES = QUICK_PES + ("cape", "hype", "gridpe", "tupe", "cpe", "lape", "complex",
-                        "positional_attention")
+                        "positional_attention", "rope_plus_abs", "mla", "random_fixed")
+# Registered PEs this experiment does not run, and why (every other registered PE is in FULL_PES).
+EXCLUDED_PES = {
+    "mds": "its table is built from a corpus's positional geometry; the algorithmic tasks give "
+           "no such corpus",
+    "learned_interpolated": "stretches its table over the padded sequence width, so at test "
+                            "time even short instances would see resampled positions (see "
+                            "unseen_rows)",
+    "rope_proportional": "with its default proportion 1 it is rope_linear, and with a proportion "
+                         "< 1 it leaves the low-frequency pairs unrotated, as p_rope does",
+    "rope2d_axial": "a 2-D grid PE",
+    "sinusoidal2d": "a 2-D grid PE",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +189,8 @@ def pe_options(pe: str, cfg: LGConfig, train_width: int, test_width: int) -> dic
         return {"factor": factor}
     if pe in ("rope_yarn", "rope_llama3"):
         return {"factor": factor, "original_max_len": train_width, "base": 10000.0}
+    if pe == "longrope":  # no searched per-pair factors: the attention factor only
+        return {"factor": factor, "original_max_len": train_width}
     return {}
 
 
@@ -189,43 +204,39 @@ def model_config(cfg: LGConfig, pe: str, options: dict[str, Any], max_len: int):
 
 
 # --- decoding (cross-check of the teacher-forced exact match) ----------------------------------
-def greedy_decode(model, tokens: np.ndarray, prefix_len: np.ndarray, steps: int) -> np.ndarray:
-    """Greedy decoding, jitted and fixed-shape: ``[n, steps]`` generated tokens.
+def kv_cache_supported(model) -> bool:
+    """Whether every PE of ``model`` can decode from a key/value cache."""
+    try:
+        model.transformer.check_support("kv_cache")
+    except ValueError:
+        return False
+    return True
 
-    The buffer ``tokens [n, W]`` is cut after each instance's prefix (``<bos> input <sep>``); at
-    step s the model reads the whole buffer (causal, so later slots do not matter) and the argmax
-    at position prefix + s - 1 is written at prefix + s.
+
+def greedy_exact(model, tokens: np.ndarray, prefix_len: np.ndarray, target_len: np.ndarray
+                 ) -> tuple[np.ndarray, bool]:
+    """Exact match ``[n]`` of greedy decoding with :func:`posjax.models.generate`, and whether
+    it decoded from a key/value cache (when every PE of the model supports one).
+
+    Row i's prompt is ``tokens[i, :prefix_len[i]]`` (``<bos> input <sep>``); it is exact when
+    the first ``target_len[i] + 1`` generated tokens are the target followed by ``<eos>``.
     """
-    graphdef, state = nnx.split(model)
+    from posjax.models import generate
+
     width = tokens.shape[1]
-    if int(np.max(prefix_len)) + steps > width:
-        raise ValueError(f"greedy_decode: prefix + {steps} steps exceeds the buffer width {width}")
-
-    @jax.jit
-    def run(state, buf, prefix):
-        m = nnx.merge(graphdef, state)
-        rows = jnp.arange(buf.shape[0])
-        buf = jnp.where(jnp.arange(width)[None] < prefix[:, None], buf, alg.PAD)
-
-        def body(s, carry):
-            buf, out = carry
-            logits = m(buf)
-            nxt = jnp.argmax(logits[rows, prefix + s - 1], -1).astype(buf.dtype)
-            return buf.at[rows, prefix + s].set(nxt), out.at[:, s].set(nxt)
-
-        out = jnp.zeros((buf.shape[0], steps), buf.dtype)
-        return jax.lax.fori_loop(0, steps, body, (buf, out))[1]
-
-    return np.asarray(run(state, jnp.asarray(tokens), jnp.asarray(prefix_len, jnp.int32)))
-
-
-def greedy_exact(generated: np.ndarray, tokens: np.ndarray, prefix_len: np.ndarray,
-                 target_len: np.ndarray) -> np.ndarray:
-    """Exact match of greedy output: the target followed by ``<eos>``."""
-    ok = np.zeros(len(tokens), bool)
-    for i, (p, t) in enumerate(zip(prefix_len, target_len)):
-        ok[i] = np.array_equal(generated[i, : t + 1], tokens[i, p:p + t + 1])
-    return ok
+    prompt_len, steps = int(np.max(prefix_len)), int(np.max(target_len)) + 1
+    if prompt_len + steps > width:
+        raise ValueError(f"greedy_exact: prompt {prompt_len} + {steps} steps exceeds the "
+                         f"sequence width {width}")
+    use_cache = kv_cache_supported(model)
+    out = np.asarray(generate(model, tokens[:, :prompt_len], max_new_tokens=steps,
+                              temperature=0.0, use_cache=use_cache,
+                              prompt_lengths=np.asarray(prefix_len, np.int32)))
+    cols = np.asarray(prefix_len)[:, None] + np.arange(steps)[None]  # new tokens of each row
+    want = np.take_along_axis(tokens, np.minimum(cols, width - 1), axis=1)
+    got = np.take_along_axis(out, cols, axis=1)
+    scored = np.arange(steps)[None] <= np.asarray(target_len)[:, None]  # target and <eos>
+    return ((got == want) | ~scored).all(axis=1), use_cache
 
 
 # --- one cell ---------------------------------------------------------------------------------
@@ -291,12 +302,10 @@ def evaluate_model(model, task: str, seed: int, cfg: LGConfig, *, greedy: bool =
     if greedy and cfg.greedy_check_per_length:
         pick = np.concatenate([np.flatnonzero(data["length"] == l)[:cfg.greedy_check_per_length]
                                for l in lengths])
-        steps = int(data["target_len"][pick].max()) + 1
-        gen = greedy_decode(model, data["tokens"][pick], data["prefix_len"][pick], steps)
-        g = greedy_exact(gen, data["tokens"][pick], data["prefix_len"][pick],
-                         data["target_len"][pick])
+        g, cached = greedy_exact(model, data["tokens"][pick], data["prefix_len"][pick],
+                                 data["target_len"][pick])
         check = {"n": int(len(pick)), "agree": int((g == exact[pick]).sum()),
-                 "greedy_accuracy": float(g.mean())}
+                 "greedy_accuracy": float(g.mean()), "kv_cache": cached}
     return {"per_length": per_length, "greedy_check": check,
             "eval_seconds": round(time.perf_counter() - t0, 2)}
 

@@ -24,8 +24,8 @@ from experiments import _stress_geometry as G
 from experiments import _stress_report as R
 from experiments._stress_data import prepare
 from experiments._stress_train import E4_ENCODINGS, train_cell
-from experiments.common import (CellStore, experiment_parser, parse_set, preset_name, run_cli,
-                                versions, write_json)
+from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
+                                run_cli, versions, write_json)
 
 DATASETS = ("synthetic", "sst2", "imdb", "text")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
@@ -328,16 +328,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    help="tokenizer.json, vocab.txt or checkpoint directory")
     p.add_argument("--progress", action="store_true", help="show training progress bars")
     args = p.parse_args(argv)
-    overrides = parse_set(StressConfig, args.set)
-    if args.seeds is not None:
-        if args.seeds < 1:
-            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-        overrides["seeds"] = args.seeds
-    for key in ("data_dir", "vocab_file", "pretrained", "tokenizer"):
-        if getattr(args, key) is not None:
-            overrides[key] = getattr(args, key)
-    if args.progress:
-        overrides["progress"] = True
+    overrides = config_overrides(StressConfig, args, ("data_dir", "vocab_file", "pretrained",
+                                                      "tokenizer", "progress"))
     cfg = make_config(args.dataset, preset=preset_name(args), **overrides)
     results = run(cfg, args.out)
     print()

@@ -94,3 +94,16 @@ def test_corrupted_cell_file_is_named_and_recomputed(tmp_path, capsys):
     assert value == {"acc": 0.7} and calls == [1]
     assert path in capsys.readouterr().err
     assert json.load(open(path))["value"] == {"acc": 0.7}
+
+
+def test_welch_ci_edge_cases_and_verdict():
+    one = common.welch_ci([0.9], [0.1, 0.2])  # one value: no interval
+    assert one["mean"] == pytest.approx(0.75) and one["half"] == float("inf")
+    assert common.verdict(one) == common.VERDICTS[2]
+    flat = common.welch_ci([0.5, 0.5], [0.4, 0.4])  # no spread: the point
+    assert (flat["lo"], flat["hi"]) == pytest.approx((0.1, 0.1))
+    apart = common.welch_ci([0.9, 0.91, 0.92], [0.5, 0.52, 0.51])
+    assert common.verdict(apart) == common.VERDICTS[0]
+    assert common.verdict(common.welch_ci([0.5, 0.52, 0.51], [0.9, 0.91, 0.92])) \
+        == common.VERDICTS[1]
+    assert common.welch_ci([], [1.0])["n"] == 0

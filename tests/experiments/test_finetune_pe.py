@@ -31,20 +31,41 @@ def test_negation_corpus_needs_word_order():
         assert y == int(positive != (w[polar - 1] == "not"))
 
 
-def test_confidence_intervals_match_closed_forms():
+def test_summary_intervals_match_closed_forms():
     from scipy import stats
 
-    v = [0.8, 0.9, 0.85]
-    mean, half = ft.mean_ci95(v)
-    assert mean == pytest.approx(0.85)
-    assert half == pytest.approx(stats.t.ppf(0.975, 2) * np.std(v, ddof=1) / math.sqrt(3))
-    a, b = [0.9, 0.91, 0.92], [0.5, 0.52, 0.51]
-    diff, lo, hi = ft.welch_ci95(a, b)
-    assert lo > 0 and diff == pytest.approx(0.4)
-    r = stats.ttest_ind(a, b, equal_var=False)
-    ci = r.confidence_interval(0.95)
-    assert (lo, hi) == pytest.approx((ci.low, ci.high))
-    assert ft.welch_ci95([0.5, 0.6, 0.55], [0.52, 0.58, 0.56])[1] < 0  # overlapping: contains 0
+    acc = {"learned": [0.5, 0.52, 0.51], "rope": [0.9, 0.91, 0.92], "none": [0.5, 0.6, 0.55]}
+    rows = [{"pe": pe, "seed": s, "test_accuracy": a} for pe, v in acc.items()
+            for s, a in enumerate(v)]
+    stress = {pe: {"raw": 1.0, "optimal": 0.5} for pe in acc}
+    out = {line["pe"]: line for line in ft.summarise(rows[::-1], stress, list(acc))}
+    ci = out["none"]["accuracy"]
+    assert ci["values"] == acc["none"] and ci["mean"] == pytest.approx(0.55)
+    assert ci["half"] == pytest.approx(stats.t.ppf(0.975, 2) * np.std(acc["none"], ddof=1)
+                                       / math.sqrt(3))
+    vs = out["rope"]["vs_learned"]  # the Welch interval of scipy's unequal-variance t test
+    ref = stats.ttest_ind(acc["rope"], acc["learned"], equal_var=False).confidence_interval(0.95)
+    assert (vs["lo"], vs["hi"]) == pytest.approx((ref.low, ref.high))
+    assert vs["mean"] == pytest.approx(0.4) and vs["direction"] == "higher"
+    assert out["none"]["vs_learned"]["direction"] == "inconclusive"  # the interval contains 0
+    assert "vs_learned" not in out["learned"]
+    table = ft.table(list(out.values()))
+    rope_row = next(r for r in table.splitlines() if r.startswith("| rope "))
+    assert "91.0 ± " in rope_row and rope_row.endswith(" higher |") and "40.0 ± " in rope_row
+
+
+def test_cli_help_and_one_line_errors(capsys):
+    with pytest.raises(SystemExit) as e:
+        ft.main(["--help"])
+    assert e.value.code == 0 and "--preset" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="unknown key 'epochs'; valid keys: model"):
+        ft.main(["--preset", "gpu", "--set", "epochs=3", "--out", "/tmp/unused_ft"])
+    with pytest.raises(ValueError, match="unknown PE"):
+        ft.main(["--preset", "gpu", "--pes", "learned,t6", "--out", "/tmp/unused_ft"])
+    with pytest.raises(ValueError, match="--seeds must be >= 1"):
+        ft.main(["--preset", "gpu", "--seeds", "0", "--out", "/tmp/unused_ft"])
+    with pytest.raises(ValueError, match="conflicts"):
+        ft.main(["--quick", "--preset", "gpu", "--out", "/tmp/unused_ft"])
 
 
 def test_config_errors():
@@ -55,6 +76,9 @@ def test_config_errors():
     with pytest.raises(ValueError, match="unknown option"):
         ft.make_config("gpu", epochs=3)
     assert ft.make_config("paper", dataset="imdb").max_len == 512
+    assert ft.make_config("paper", dataset="imdb", max_len=256).max_len == 256
+    assert ft.make_config("paper").max_len == 64 and ft.make_config("gpu").steps == 500
+    assert ft.make_config("quick") == ft.PRESETS["quick"]
 
 
 @pytest.mark.slow
@@ -62,6 +86,7 @@ def test_quick_preset_end_to_end(tmp_path):
     res = ft.main(["--quick", "--out", str(tmp_path), "--seeds", "2", "--pes", "learned,none",
                    "--set", "steps=3"])
     assert [s["pe"] for s in res["summary"]] == ["learned", "none"]
+    assert res["seeds"] == [0, 1] and len(res["summary"][1]["accuracy"]["values"]) == 2
     assert res["stress"]["none"]["raw"] == pytest.approx(1.0)  # all-equal distances: E = 0
     assert len(res["rows"]) == 4 and (tmp_path / "report.md").exists()
 

@@ -15,36 +15,61 @@ from experiments import length_generalization as lg  # noqa: E402
 from posjax.data import algorithmic as alg  # noqa: E402
 
 
-class CopyOracle(nnx.Module):
-    """A causal copy 'model' that is wrong whenever it must copy the digit 7 (it writes 8)."""
+def bigram_language_model(next_token: dict[int, int], default: int):
+    """A real causal LanguageModel (NoPE, one block) rigged into a bigram model: the blocks'
+    output projections are zeroed (each block is the identity on the residual stream), the
+    embedding is one-hot and the head maps token v to ``next_token.get(v, default)``."""
+    from posjax.models import LanguageModel, TransformerConfig
 
-    def __call__(self, tokens, **kwargs):
-        tokens = jnp.asarray(tokens)
-        b, w = tokens.shape
-        sep = jnp.argmax(tokens == alg.SEP, axis=1)[:, None]          # <sep> index
-        length = sep - 1
-        t = jnp.arange(w)[None]
-        j = t + 1 - (sep + 1)                                           # target index of t + 1
-        src = jnp.take_along_axis(tokens, jnp.clip(1 + j, 0, w - 1), axis=1)
-        src = jnp.where(src == alg.TOKEN["7"], alg.TOKEN["8"], src)
-        nxt = jnp.where(j < length, src, alg.EOS)
-        return jax.nn.one_hot(nxt, alg.vocab_size()) * 10.0
+    V = alg.vocab_size()
+    cfg = TransformerConfig(vocab_size=V, num_layers=1, d_model=32, num_heads=2, d_ff=16,
+                            max_len=64, pe="none", causal=True, pre_norm=True, dropout=0.0)
+    model = LanguageModel(cfg, rngs=nnx.Rngs(0))
+    block = model.transformer.blocks[0]
+    for layer in (block.attn.out, block.mlp.down):
+        layer.kernel[...] = jnp.zeros_like(layer.kernel[...])
+        layer.bias[...] = jnp.zeros_like(layer.bias[...])
+    model.transformer.embed.embedding[...] = jnp.eye(V, 32)
+    head = np.zeros((32, V), np.float32)
+    head[np.arange(V), [next_token.get(v, default) for v in range(V)]] = 10.0
+    model.head.kernel[...] = jnp.asarray(head)
+    model.head.bias[...] = jnp.zeros(V)
+    return model
 
 
-def test_teacher_forced_exact_match_equals_greedy_decoding():
-    data = alg.make_dataset("copy", alg.eval_lengths(range(1, 9), 6), seed=0)
-    oracle = CopyOracle()
+def test_greedy_generate_and_teacher_forced_exact_match_agree(monkeypatch):
+    """Copy with a bigram model that answers 3 after <sep> and <eos> after 3: exactly the
+    length-1 instances of the digit 3 are right, by greedy decoding (posjax.models.generate,
+    with and without the key/value cache) and by the teacher-forced argmax."""
+    model = bigram_language_model({alg.SEP: alg.TOKEN["3"], alg.TOKEN["3"]: alg.EOS},
+                                  default=alg.TOKEN["0"])
+    data = alg.make_dataset("copy", alg.eval_lengths(range(1, 4), 40), seed=0)
+    truth = (data["length"] == 1) & (data["tokens"][:, 1] == alg.TOKEN["3"])
+    assert 0 < truth.sum() < (data["length"] == 1).sum()  # both outcomes among length 1
     from posjax.training import lm_exact_match
 
-    tf = lm_exact_match(oracle, data["tokens"], data["loss_mask"], batch=16)
-    steps = int(data["target_len"].max()) + 1
-    gen = lg.greedy_decode(oracle, data["tokens"], data["prefix_len"], steps)
-    greedy = lg.greedy_exact(gen, data["tokens"], data["prefix_len"], data["target_len"])
-    truth = np.array([alg.TOKEN["7"] not in row[1:p - 1] for row, p in
-                      zip(data["tokens"], data["prefix_len"])])
+    tf = lm_exact_match(model, data["tokens"], data["loss_mask"], batch=64)
     np.testing.assert_array_equal(tf, truth)
+    args = data["tokens"], data["prefix_len"], data["target_len"]
+    greedy, cached = lg.greedy_exact(model, *args)
+    assert cached  # NoPE decodes from the cache
     np.testing.assert_array_equal(greedy, truth)
-    assert 0.2 < truth.mean() < 0.9  # both outcomes occur
+    monkeypatch.setattr(lg, "kv_cache_supported", lambda m: False)
+    greedy, cached = lg.greedy_exact(model, *args)
+    assert not cached
+    np.testing.assert_array_equal(greedy, truth)
+    with pytest.raises(ValueError, match="exceeds the sequence width"):
+        lg.greedy_exact(model, data["tokens"][:, :-1], data["prefix_len"], data["target_len"])
+
+
+def test_pe_choices_cover_the_registry():
+    from posjax import encodings
+
+    names = set(encodings.names())
+    assert set(lg.FULL_PES) | set(lg.EXCLUDED_PES) == names  # a new PE must be placed
+    assert not set(lg.FULL_PES) & set(lg.EXCLUDED_PES)
+    assert set(lg.QUICK_PES) <= set(lg.FULL_PES) and len(set(lg.FULL_PES)) == len(lg.FULL_PES)
+    assert set(lg.ROPE_SCALINGS) <= set(lg.QUICK_PES)
 
 
 def test_lm_loss_masks_non_target_tokens():
@@ -68,13 +93,14 @@ def test_scaling_options_use_the_training_width():
     assert o["original_max_len"] == tw and o["factor"] == pytest.approx(sw / tw)
     assert lg.pe_options("learned", cfg, tw, sw) == {"num_positions": sw}
     assert lg.pe_options("hope", cfg, tw, sw) == {"train_length": tw}
+    assert lg.pe_options("longrope", cfg, tw, sw) == {"factor": sw / tw, "original_max_len": tw}
 
 
 def test_tiny_run_writes_outputs_and_resumes(tmp_path):
     cfg = lg.LGConfig(tasks=("copy",), pes=("rope_linear",), train_max_length=2,
                       test_factor=2, n_train=32, per_length=2, steps=1, batch_size=8,
                       warmup_steps=0, num_layers=1, d_model=8, num_heads=2, d_ff=8, eval_batch=8,
-                      greedy_check_per_length=0, seeds=2)  # greedy: see the oracle test
+                      greedy_check_per_length=1, seeds=2)
     out = str(tmp_path)
     res = lg.run(cfg, out)
     for name in ("results.json", "report.md", "curves_copy.png"):
@@ -85,7 +111,9 @@ def test_tiny_run_writes_outputs_and_resumes(tmp_path):
     cells = {c["pe"]: c for c in res["cells"]}
     cell = cells["rope_linear"]  # evaluated on the RoPE model trained for it
     assert set(cell["per_length"]) == {"1", "2", "3", "4"}
-    assert cell["greedy_check"] == {"n": 0, "agree": 0}
+    # greedy decoding (generate, from the cache) agrees with the teacher-forced exact match
+    check = cell["greedy_check"]
+    assert check["n"] == 4 and check["agree"] == 4 and check["kv_cache"] is True
     assert cell["trained_as"] == "rope"
     assert cell["pe_options"]["factor"] == pytest.approx(11 / 7)  # test width / train width
     assert "acc@1xL" in open(os.path.join(out, "report.md")).read()
