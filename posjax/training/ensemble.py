@@ -13,13 +13,15 @@ per-member scalars. Each member follows exactly the updates it would get from ``
 
 A member whose loss or gradient becomes NaN/Inf is frozen at its last good parameters and reported
 in :attr:`EnsembleResult.diverged`; the others go on. Checkpoints, resumption (bit-identical),
-the run record and the SIGTERM handling are those of :func:`posjax.training.train`.
+the run record, the ``out_dir`` lock, the resume modes, the log rewind, the verified checkpoints
+and the SIGTERM handling are those of :func:`posjax.training.train` (one shared driver,
+:mod:`posjax.training.driver`). An out-of-range input stops the whole ensemble with
+``InvalidBatch`` at its last good step instead of freezing a member.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 import types
 from typing import Any, Callable, Mapping, Sequence
@@ -30,9 +32,11 @@ import numpy as np
 from flax import nnx
 
 from posjax._json import jsonable
-from posjax.training.checkpoint import Checkpointer
+from posjax.input_checks import collect, first_error, rows_valid, stack_rows
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule
-from posjax.training.loop import LossFn, _check_run_config, _sigterm_as_interrupt
+from posjax.training.driver import check_resume_mode, drive, open_run
+from posjax.training.loop import InvalidBatch, LossFn
+from posjax.training.run_dir import run_record
 from posjax.training.step_cache import StructuralStep, program_key
 
 #: member keys that set a per-member training hyper-parameter (all others go to ``make_model``)
@@ -106,27 +110,46 @@ def _over_members(fn: Callable, in_axes: tuple, vectorize: bool) -> Callable:
 def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: int | None,
                    vectorize: bool):
     """The jitted step over stacked state ``(params, rest, opt_state, alive, batch, step, keys,
-    learning_rates, weight_decays) -> (params, opt_state, alive, loss, metrics)``: the step of
-    :func:`posjax.training.train` per member, with the member frozen (state kept, ``alive``
-    False from then on) at its first non-finite loss or gradient."""
+    learning_rates, weight_decays, ok=True) -> (params, opt_state, alive, loss, metrics, applied,
+    checks)``: the step of :func:`posjax.training.train` per member, with the member frozen
+    (state kept, ``alive`` False from then on) at its first non-finite loss or gradient.
+
+    ``checks`` holds each member's input-range rows (``[members, n, 4]``, see
+    :func:`posjax.input_checks.check_range`). An out-of-range input in any member's batch is a
+    data error, not a divergence: the whole step is refused (every member's state and ``alive``
+    kept) and ``applied`` is False; chaining ``ok = applied`` freezes the ensemble at its last
+    good step, as :func:`posjax.training.train` does.
+    """
 
     def member(params, rest, opt_state, alive, batch, step, key_data, lr, wd):
         key = jax.random.fold_in(jax.random.wrap_key_data(key_data), step)
 
         def objective(p):
-            return loss_fn(nnx.merge(graphdef, p, rest), batch, key)
+            with collect() as rows:
+                loss, metrics = loss_fn(nnx.merge(graphdef, p, rest), batch, key)
+            return loss, (metrics, stack_rows(rows))
 
-        (loss, metrics), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        (loss, (metrics, checks)), grads = jax.value_and_grad(objective, has_aux=True)(params)
         tx = make_optimizer(_traced_config(config, lr, wd))
         updates, new_opt = tx.update(grads, opt_state, params)
         new_params = jax.tree.map(lambda p, u: p + u, params, updates)
         gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
         ok = alive & jnp.isfinite(loss) & jnp.isfinite(gnorm)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-        return keep(new_params, params), keep(new_opt, opt_state), ok, loss, metrics
+        return keep(new_params, params), keep(new_opt, opt_state), ok, loss, metrics, checks
 
     in_axes = (0, 0, 0, 0, batch_axis, None, 0, 0, 0)
-    return jax.jit(_over_members(member, in_axes, vectorize))
+    over = _over_members(member, in_axes, vectorize)
+
+    def step(params, rest, opt_state, alive, batch, step, keys, lrs, wds, ok=True):
+        new_params, new_opt, new_alive, loss, metrics, checks = over(
+            params, rest, opt_state, alive, batch, step, keys, lrs, wds)
+        applied = ok & jax.vmap(rows_valid)(checks).all()
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(applied, a, b), new, old)
+        return (*keep((new_params, new_opt, new_alive), (params, opt_state, alive)), loss,
+                metrics, applied, checks)
+
+    return jax.jit(step)
 
 
 _ENSEMBLE_STEPS: dict[Any, Any] = {}
@@ -184,7 +207,8 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
                    out_dir: str | None = None, mesh: jax.sharding.Mesh | None = None,
                    eval_fn: Callable[[nnx.Module], Mapping[str, float]] | None = None,
                    run_config: Mapping[str, Any] | None = None,
-                   desc: str = "ensemble", vectorize: bool | None = None) -> EnsembleResult:
+                   desc: str = "ensemble", vectorize: bool | None = None,
+                   resume: str = "auto") -> EnsembleResult:
     """Train one model per member in a single jitted, vmapped step.
 
     Args:
@@ -197,7 +221,9 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
         ``weight_decay`` keys override it for that member.
       members: a non-empty list of dicts, e.g. ``[{"seed": 0, "std": 0.1}, ...]``.
       out_dir: ``metrics.jsonl`` (one row per log step, lists indexed by member),
-        ``config.json`` and ``checkpoints/``; resumes from its latest checkpoint.
+        ``config.json`` (the run record of :func:`posjax.training.train` with the ``members``
+        list added) and ``checkpoints/``; locked for the duration of the run, resumed from its
+        latest valid checkpoint (see ``resume``) with the log rewound to that step.
       mesh: optional mesh whose ``"data"`` axis splits the member axis (the member count must
         be a multiple of its size); None: the default device.
       eval_fn: ``model -> metrics`` for each member, every ``eval_every`` steps and at the end.
@@ -207,15 +233,23 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
         False: ``jax.lax.map`` over members inside the one compiled step (the default on CPU,
         where XLA's batched small matrix products are slower than a loop of plain ones, see
         ``benchmarks/ensemble.py``). Both give each member the updates of ``train``.
+      resume: "auto", "must" or "never", as for :func:`posjax.training.train`.
 
     Returns:
-      An :class:`EnsembleResult`. On SIGTERM/Ctrl-C a checkpoint is saved and KeyboardInterrupt
-      is re-raised.
-    """
-    from tqdm.auto import tqdm
+      An :class:`EnsembleResult`.
 
+    Raises:
+      posjax.training.InvalidBatch: an out-of-range token id, position or label in a member's
+        batch (named with the member and step); every member keeps its state after the last
+        good step, which is saved under that step's number. Not reported as a divergence.
+      ValueError: ``out_dir`` holds another run (the differing fields, members included, are
+        named), or a log without checkpoints, or contradicts ``resume``.
+      posjax.training.run_dir.RunDirLocked: another process is training in ``out_dir``.
+      KeyboardInterrupt: on SIGTERM/Ctrl-C, after saving a checkpoint.
+    """
     from posjax.distributed.mesh import is_main_process
 
+    check_resume_mode(resume, out_dir)
     members = [dict(m) for m in members]
     if not members or not all(isinstance(m, dict) for m in members):
         raise ValueError("train_ensemble needs a non-empty list of member dicts")
@@ -258,117 +292,89 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
             (params, rest, opt_state, alive, keys, lrs, wds), split)
 
     main = is_main_process()
-    ckpt, start, resumed, log = None, 0, None, None
-    if out_dir is not None:
-        record = jsonable({"train": config, "members": members, "run": run_config or {}})
-        record["train"].pop("progress", None)
-        _check_run_config(out_dir, record, write=main)
-        ckpt = Checkpointer(os.path.join(out_dir, "checkpoints"), keep=config.keep_checkpoints)
-        if ckpt.latest_step() is not None:
-            start, (params, opt_state, alive, bad_step) = ckpt.restore(
-                (params, opt_state, alive, bad_step))
-            resumed = start
-        if main:
-            log = open(os.path.join(out_dir, "metrics.jsonl"), "a")
 
-    def write(row: dict[str, Any]) -> None:
-        if log is not None:
-            log.write(json.dumps(jsonable(row)) + "\n")
-            log.flush()
+    def record() -> dict[str, Any]:
+        out = run_record(config, models[0], run_config)
+        out["members"] = json.loads(json.dumps(jsonable(members)))
+        return out
 
-    def save(step: int) -> None:
-        if ckpt is not None and step > 0 and ckpt.latest_step() != step:
-            ckpt.save(step, (params, opt_state, alive, jnp.asarray(first_bad)))
+    opened = open_run(out_dir, record, (params, opt_state, alive, bad_step), resume=resume,
+                      keep=config.keep_checkpoints, main=main)
+    with opened as (run, (params, opt_state, alive, bad_step)):
+        evals: list[list[dict[str, float]]] = [[] for _ in members]
+        was_alive = np.asarray(alive)
+        first_bad = np.array(bad_step)
+        last: list[dict[str, float]] = [{} for _ in members]
+        pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array, jax.Array]] = []
+        t0 = time.perf_counter()
+        # the state after `good_step` steps, with `good_alive`/`good_bad`: what a refused step
+        # (bad input) leaves in params/opt_state/alive
+        good_step, good_alive, good_bad = run.start, was_alive.copy(), first_bad.copy()
+        ok = jnp.asarray(True)
 
-    def publish() -> None:
-        for i, model in enumerate(models):
-            nnx.update(model, _member(params, i))
+        def step(s: int) -> None:
+            nonlocal params, opt_state, alive, ok
+            batch = jax.tree.map(jnp.asarray, get_batch(s))
+            params, opt_state, alive, loss, metrics, ok, checks = step_fn(
+                params, rest, opt_state, alive, batch, jnp.asarray(s, jnp.int32), keys, lrs,
+                wds, ok)
+            pending.append((s, loss, metrics, alive, ok, checks))
 
-    evals: list[list[dict[str, float]]] = [[] for _ in members]
+        def save(s: int) -> None:
+            run.save(s, (params, opt_state, alive, jnp.asarray(first_bad)))
 
-    def evaluate(step: int) -> None:
-        if eval_fn is None:
-            return
-        publish()
-        for i, model in enumerate(models):
-            row = {"step": step, **{f"eval/{k}": float(v) for k, v in eval_fn(model).items()}}
-            evals[i].append(row)
-            write({"member": i, **row})
+        def publish() -> None:
+            for i, model in enumerate(models):
+                nnx.update(model, _member(params, i))
 
-    was_alive = np.asarray(alive)
-    first_bad = np.array(bad_step)
-    last: list[dict[str, float]] = [{} for _ in members]
-    pending: list[tuple[int, jax.Array, Any, jax.Array]] = []
-    t0 = time.perf_counter()
-
-    def flush(bar) -> None:
-        nonlocal was_alive, last
-        for s, loss, metrics, ok in pending:
-            ok = np.asarray(ok)
-            for i in np.flatnonzero(was_alive & ~ok):
-                first_bad[i] = s
-                write({"step": s, "member": int(i), "diverged": True,
-                       "loss": float(np.asarray(loss)[i])})
-            was_alive = was_alive & ok
-        if pending:
-            s, loss, metrics, _ = pending[-1]
-            values = {"loss": np.asarray(loss), **{k: np.asarray(v) for k, v in metrics.items()}}
-            last = [{k: float(v[i]) for k, v in values.items()} for i in range(len(members))]
-            write({"step": s + 1, "lr": float(schedule(s)),
-                   **{k: v.tolist() for k, v in values.items()}, "alive": was_alive.tolist(),
-                   "time": round(time.perf_counter() - t0, 3)})
-            live = values["loss"][was_alive]
-            bar.set_postfix(loss=f"{live.mean():.4f}" if live.size else "n/a",
-                            alive=f"{int(was_alive.sum())}/{len(members)}")
-        pending.clear()
-
-    step = start
-    bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not (config.progress and main),
-               leave=False, dynamic_ncols=True)
-    try:
-        with _sigterm_as_interrupt():
-            while step < config.steps:
-                batch = jax.tree.map(jnp.asarray, get_batch(step))
-                params, opt_state, alive, loss, metrics = step_fn(
-                    params, rest, opt_state, alive, batch, jnp.asarray(step, jnp.int32), keys,
-                    lrs, wds)
-                pending.append((step, loss, metrics, alive))
-                step += 1
-                bar.update(1)
-                boundary = step % config.log_every == 0 or step == config.steps
-                ck = config.checkpoint_every and step % config.checkpoint_every == 0
-                ev = config.eval_every and step % config.eval_every == 0
-                if boundary or ck or ev:
-                    flush(bar)
-                if ck:
-                    save(step)
-                if ev and step != config.steps:
-                    evaluate(step)
-        flush(bar)
-        save(step)
-        publish()
-        evaluate(step)
-    except KeyboardInterrupt:
-        try:
-            flush(bar)
-            save(step)
-        finally:
+        def evaluate(s: int) -> None:
+            if eval_fn is None:
+                return
             publish()
-        if ckpt is not None and main:
-            print(f"\ninterrupted at step {step}; checkpoint saved in {ckpt.directory}; "
-                  "rerun the same command to resume", flush=True)
-        raise
-    finally:
-        bar.close()
-        if log is not None:
-            log.close()
-        if ckpt is not None:
-            ckpt.close()
+            for i, model in enumerate(models):
+                row = {"step": s, **{f"eval/{k}": float(v) for k, v in eval_fn(model).items()}}
+                evals[i].append(row)
+                run.write({"member": i, **row})
+
+        def flush(bar) -> None:
+            nonlocal was_alive, last, first_bad, good_step, good_alive, good_bad
+            for s, loss, metrics, alive_s, applied, checks in pending:
+                if not bool(applied):
+                    # this step and the later ones were refused for every member (``ok`` chain)
+                    first_bad, was_alive = good_bad, good_alive
+                    save(good_step)
+                    pending.clear()
+                    checks = np.asarray(checks)
+                    bad = [(i, first_error(checks[i])) for i in range(len(members))]
+                    i, error = next((i, e) for i, e in bad if e is not None)
+                    raise InvalidBatch(f"{error} in the batch of member {i} ({members[i]}) at "
+                                       f"step {s}: training stopped{run.where(good_step)}")
+                ok_s = np.asarray(alive_s)
+                for i in np.flatnonzero(was_alive & ~ok_s):
+                    first_bad[i] = s
+                    run.write({"step": s, "member": int(i), "diverged": True,
+                               "loss": float(np.asarray(loss)[i])})
+                was_alive = was_alive & ok_s
+                good_step, good_alive, good_bad = s + 1, was_alive.copy(), first_bad.copy()
+            if pending:
+                s, loss, metrics = pending[-1][:3]
+                values = {"loss": np.asarray(loss), **{k: np.asarray(v) for k, v in metrics.items()}}
+                last = [{k: float(v[i]) for k, v in values.items()} for i in range(len(members))]
+                run.write({"step": s + 1, "lr": float(schedule(s)),
+                           **{k: v.tolist() for k, v in values.items()},
+                           "alive": was_alive.tolist(), "time": round(time.perf_counter() - t0, 3)})
+                live = values["loss"][was_alive]
+                bar.set_postfix(loss=f"{live.mean():.4f}" if live.size else "n/a",
+                                alive=f"{int(was_alive.sum())}/{len(members)}")
+            pending.clear()
+
+        final = drive(run, config, step=step, flush=flush, save=save, evaluate=evaluate,
+                      publish=publish, halts=(InvalidBatch,), desc=desc, main=main)
     diverged = {int(i): int(first_bad[i]) for i in np.flatnonzero(first_bad >= 0)}
     if diverged and main:
         print(f"{desc}: {len(diverged)} of {len(members)} members diverged and were frozen: "
               + ", ".join(f"#{i} {members[i]} at step {s}" for i, s in sorted(diverged.items())),
               flush=True)
-    return EnsembleResult(step=step, members=members, models=models, metrics=last,
-                          diverged=diverged, evals=evals, resumed_from=resumed,
+    return EnsembleResult(step=final, members=members, models=models, metrics=last,
+                          diverged=diverged, evals=evals, resumed_from=run.resumed,
                           seconds=time.perf_counter() - t0)

@@ -12,12 +12,7 @@ process 0 writes ``metrics.jsonl`` and ``config.json`` and shows the progress ba
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
-import os
-import signal
-import threading
 import time
 from typing import Any, Callable, Mapping
 
@@ -25,12 +20,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from posjax._json import jsonable
 from posjax.input_checks import collect, first_error, rows_valid, stack_rows
-from posjax.training.checkpoint import Checkpointer
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule
-from posjax.training.run_dir import (check_run_record, lock_run_dir, logged_steps, rewind_log,
-                                     run_record)
+from posjax.training.driver import RESUME_MODES, check_resume_mode, drive, open_run  # noqa: F401
+from posjax.training.run_dir import run_record
 
 LossFn = Callable[[nnx.Module, Any, jax.Array], tuple[jax.Array, Mapping[str, jax.Array]]]
 
@@ -44,8 +37,6 @@ class InvalidBatch(ValueError):
     the value, the limit and the step (``token id 99 >= vocab_size 16 in batch at step 2``)."""
 
 
-RESUME_MODES = ("auto", "never", "must")
-
 
 @dataclasses.dataclass
 class TrainResult:
@@ -56,29 +47,6 @@ class TrainResult:
     evals: list[dict[str, float]]
     resumed_from: int | None
     seconds: float
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """Turn SIGTERM into KeyboardInterrupt while training (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _check_run_config(out_dir: str, record: dict[str, Any], *, write: bool = True) -> None:
-    """Refuse ``out_dir`` when it holds another configuration (see
-    :func:`posjax.training.run_dir.check_run_record`)."""
-    check_run_record(out_dir, record, write=write)
 
 
 def _step_function(graphdef, loss_fn: LossFn, tx):
@@ -214,43 +182,16 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
       posjax.training.run_dir.RunDirLocked: another process is training in ``out_dir``.
       KeyboardInterrupt: on SIGTERM/Ctrl-C, after saving a checkpoint.
     """
-    if resume not in RESUME_MODES:
-        raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
-    if out_dir is None and resume == "must":
-        raise ValueError("resume='must' needs an out_dir")
-    with contextlib.ExitStack() as stack:
-        from posjax.distributed.mesh import is_main_process
-
-        if out_dir is not None and is_main_process():
-            stack.enter_context(lock_run_dir(out_dir))
-        return _train(model, loss_fn, batches, config, out_dir=out_dir, eval_fn=eval_fn,
-                      run_config=run_config, desc=desc, mesh=mesh, resume=resume)
-
-
-def _open_run(out_dir: str, record: dict[str, Any], resume: str, main: bool, keep: int
-              ) -> tuple[Checkpointer, str]:
-    """Check ``out_dir`` against ``record`` and ``resume``; returns its checkpointer and log
-    path."""
-    log_path = os.path.join(out_dir, "metrics.jsonl")
-    ck_dir = os.path.join(out_dir, "checkpoints")
-    had_ck_dir = os.path.isdir(ck_dir)
-    rows = logged_steps(log_path)
-    if resume == "never" and (rows or os.path.exists(os.path.join(out_dir, "config.json"))
-                              or (had_ck_dir and os.listdir(ck_dir))):
-        raise ValueError(f"resume='never' but {out_dir} already holds a run; use another "
-                         "out_dir, delete it, or pass resume='auto'")
-    check_run_record(out_dir, record, write=main)
-    if rows and not had_ck_dir:
-        raise ValueError(f"{log_path} logs a run but {ck_dir} is missing: refusing to start "
-                         f"over silently; restore the checkpoints or delete {out_dir}")
-    return Checkpointer(ck_dir, keep=keep), log_path
-
-
-def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, desc, mesh, resume):
-    from tqdm.auto import tqdm
-
     from posjax.distributed.mesh import is_main_process
 
+    check_resume_mode(resume, out_dir)
+    return _train(model, loss_fn, batches, config, out_dir=out_dir, eval_fn=eval_fn,
+                  run_config=run_config, desc=desc, mesh=mesh, resume=resume,
+                  main=is_main_process())
+
+
+def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, desc, mesh, resume,
+           main):
     tx = make_optimizer(config)
     schedule = make_schedule(config)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
@@ -258,123 +199,69 @@ def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, des
     step_fn = _cached_step(graphdef, loss_fn, config)
     base_key = jax.random.key(config.seed)
 
-    main = is_main_process()  # logs, run record and progress bar: process 0 only
     if mesh is not None:  # placed before a restore, which then keeps each leaf's sharding
         from posjax.distributed.training import place_state, shard_batch
         params, opt_state, rest = place_state(mesh, params, opt_state, rest)
         ok_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         step_fn = _pinned_step(step_fn, params, opt_state, ok_sharding)
 
-    ckpt, start, resumed, log = None, 0, None, None
-    if out_dir is not None:
-        ckpt, log_path = _open_run(out_dir, run_record(config, model, run_config), resume, main,
-                                   config.keep_checkpoints)
-        if ckpt.all_steps():
-            start, (params, opt_state) = ckpt.restore((params, opt_state))
-            resumed = start
-        elif resume == "must":
-            raise ValueError(f"resume='must' but {ckpt.directory} holds no checkpoint")
-        elif logged_steps(log_path):
-            raise ValueError(f"{log_path} logs a run but {ckpt.directory} holds no checkpoint "
-                             f"to resume it from: refusing to start over silently; delete "
-                             f"{out_dir} to start over")
-        if main:
-            rewind_log(log_path, start)
-            log = open(log_path, "a")
+    opened = open_run(out_dir, lambda: run_record(config, model, run_config), (params, opt_state),
+                      resume=resume, keep=config.keep_checkpoints, main=main)
+    with opened as (run, (params, opt_state)):
+        evals: list[dict[str, float]] = []
+        last: dict[str, float] = {}
+        pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array]] = []
+        t0 = time.perf_counter()
+        good_step = run.start
+        ok = jnp.asarray(True) if mesh is None else jax.device_put(jnp.asarray(True), ok_sharding)
 
-    def write(row: dict[str, Any]) -> None:
-        if log is not None:
-            log.write(json.dumps(jsonable(row)) + "\n")
-            log.flush()
+        def step(s: int) -> None:
+            nonlocal params, opt_state, ok
+            batch = (jax.tree.map(jnp.asarray, batches(s)) if mesh is None
+                     else shard_batch(batches(s), mesh))
+            params, opt_state, loss, metrics, ok, checks = step_fn(
+                params, rest, opt_state, batch, jnp.asarray(s, jnp.int32), base_key, ok)
+            pending.append((s, loss, metrics, ok, checks))
 
-    def save(step: int) -> None:
-        if ckpt is not None and step > 0 and ckpt.latest_step() != step:
-            ckpt.save(step, (params, opt_state))
+        def save(s: int) -> None:
+            run.save(s, (params, opt_state))
 
-    def evaluate(step: int) -> None:
-        if eval_fn is None:
-            return
-        nnx.update(model, params)
-        row = {"step": step, **{f"eval/{k}": float(v) for k, v in eval_fn(model).items()}}
-        evals.append(row)
-        write(row)
-
-    evals: list[dict[str, float]] = []
-    last: dict[str, float] = {}
-    pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array]] = []
-    t0 = time.perf_counter()
-    good_step = start
-
-    def flush(bar) -> None:
-        nonlocal last, good_step
-        for s, loss, metrics, applied, checks in pending:
-            if not bool(applied):
-                # steps after the first refused one were refused too (``ok`` chain): params and
-                # opt_state hold the state after `good_step` steps
-                save(good_step)
-                pending.clear()
-                where = (f"; last good checkpoint: step {good_step} in {ckpt.directory}"
-                         if ckpt else f"; the model holds the state after step {good_step}")
-                error = first_error(checks)
-                if error is not None:
-                    raise InvalidBatch(f"{error} in batch at step {s}: training stopped{where}")
-                raise TrainingDiverged(f"non-finite loss ({float(loss)}) at step {s}: training "
-                                       f"stopped{where}")
-            good_step = s + 1
-        if pending:
-            s, loss, metrics, _, _ = pending[-1]
-            last = {"loss": float(loss), **{k: float(v) for k, v in metrics.items()}}
-            write({"step": s + 1, "lr": float(schedule(s)), **last,
-                   "time": round(time.perf_counter() - t0, 3)})
-            bar.set_postfix(loss=f"{last['loss']:.4f}")
-        pending.clear()
-
-    step = start
-    ok = jnp.asarray(True) if mesh is None else jax.device_put(jnp.asarray(True), ok_sharding)
-    bar = tqdm(total=config.steps, initial=start, desc=desc, disable=not (config.progress and main),
-               leave=False, dynamic_ncols=True)
-    try:
-        with _sigterm_as_interrupt():
-            while step < config.steps:
-                batch = (jax.tree.map(jnp.asarray, batches(step)) if mesh is None
-                         else shard_batch(batches(step), mesh))
-                params, opt_state, loss, metrics, ok, checks = step_fn(
-                    params, rest, opt_state, batch, jnp.asarray(step, jnp.int32), base_key, ok)
-                pending.append((step, loss, metrics, ok, checks))
-                step += 1
-                bar.update(1)
-                boundary = step % config.log_every == 0 or step == config.steps
-                ck = config.checkpoint_every and step % config.checkpoint_every == 0
-                ev = config.eval_every and step % config.eval_every == 0
-                if boundary or ck or ev:
-                    flush(bar)
-                if ck:
-                    save(step)
-                if ev and step != config.steps:
-                    evaluate(step)
-        flush(bar)
-        save(step)
-        nnx.update(model, params)
-        evaluate(step)
-    except (TrainingDiverged, InvalidBatch):
-        nnx.update(model, params)
-        raise
-    except KeyboardInterrupt:
-        # params/opt_state hold the state after `step` completed steps (or the last good one)
-        try:
-            flush(bar)
-            save(step)
-        finally:
+        def publish() -> None:
             nnx.update(model, params)
-        if ckpt is not None and main:
-            print(f"\ninterrupted at step {step}; checkpoint saved in {ckpt.directory}; "
-                  "rerun the same command to resume", flush=True)
-        raise
-    finally:
-        bar.close()
-        if log is not None:
-            log.close()
-        if ckpt is not None:
-            ckpt.close()
-    return TrainResult(step=step, metrics=last, evals=evals, resumed_from=resumed,
+
+        def evaluate(s: int) -> None:
+            if eval_fn is None:
+                return
+            publish()
+            row = {"step": s, **{f"eval/{k}": float(v) for k, v in eval_fn(model).items()}}
+            evals.append(row)
+            run.write(row)
+
+        def flush(bar) -> None:
+            nonlocal last, good_step
+            for s, loss, metrics, applied, checks in pending:
+                if not bool(applied):
+                    # steps after the first refused one were refused too (``ok`` chain): params
+                    # and opt_state hold the state after `good_step` steps
+                    save(good_step)
+                    pending.clear()
+                    error = first_error(checks)
+                    if error is not None:
+                        raise InvalidBatch(f"{error} in batch at step {s}: training "
+                                           f"stopped{run.where(good_step)}")
+                    raise TrainingDiverged(f"non-finite loss ({float(loss)}) at step {s}: "
+                                           f"training stopped{run.where(good_step)}")
+                good_step = s + 1
+            if pending:
+                s, loss, metrics, _, _ = pending[-1]
+                last = {"loss": float(loss), **{k: float(v) for k, v in metrics.items()}}
+                run.write({"step": s + 1, "lr": float(schedule(s)), **last,
+                           "time": round(time.perf_counter() - t0, 3)})
+                bar.set_postfix(loss=f"{last['loss']:.4f}")
+            pending.clear()
+
+        final = drive(run, config, step=step, flush=flush, save=save, evaluate=evaluate,
+                      publish=publish, halts=(TrainingDiverged, InvalidBatch), desc=desc,
+                      main=main)
+    return TrainResult(step=final, metrics=last, evals=evals, resumed_from=run.resumed,
                        seconds=time.perf_counter() - t0)

@@ -94,7 +94,7 @@ def run_checks(tmp: str) -> dict:
     except KeyboardInterrupt:
         interrupted = True
     seen: dict = {}
-    original = loop.Checkpointer.restore
+    original = Checkpointer.restore
 
     def spy(self, state_like, step=None):
         step, state = original(self, state_like, step)
@@ -102,11 +102,11 @@ def run_checks(tmp: str) -> dict:
                     query=_spec(named(state[0])[QUERY]), down=_spec(named(state[0])[DOWN]))
         return step, state
 
-    loop.Checkpointer.restore = spy
+    Checkpointer.restore = spy
     try:
         result, resumed = tp_train(run_dir, mesh)
     finally:
-        loop.Checkpointer.restore = original
+        Checkpointer.restore = original
     diffs = [float(np.max(np.abs(np.asarray(ref[k]) - np.asarray(resumed[k])))) for k in ref]
     out["resume"] = {"interrupted": interrupted, "resumed_from": result.resumed_from,
                      "step": result.step, "max_diff": max(diffs),
