@@ -298,6 +298,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--_memory-case", nargs=3, type=int, metavar=("N", "V", "BLOCK"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be >= 1, got {args.repeats}")
     if args._memory_case:
         print(json.dumps(memory_case(*args._memory_case)))
         return []

@@ -93,17 +93,21 @@ def _canonical_split(name: str, split: str) -> str:
     raise ValueError(f"unknown split {split!r} of {name}; known: {', '.join(spec.splits)}")
 
 
-def find_split_file(data_dir: str, name: str, split: str) -> str:
-    """The local file of ``split`` in ``data_dir`` (``<split>.parquet|csv|jsonl``).
+def find_split_file(data_dir: str, name: str, split: str, *, source: str = "data_dir") -> str:
+    """The local file of ``split`` in ``data_dir`` (``<split>.parquet|csv|jsonl``); ``source``
+    names where ``data_dir`` came from, for the error messages.
 
     Raises:
       FileNotFoundError: the directory or the file is missing (the message lists what was tried).
       ValueError: more than one candidate file exists for the split.
     """
-    if not os.path.isdir(data_dir):
-        raise FileNotFoundError(f"data directory {data_dir!r} does not exist")
     canon = _canonical_split(name, split)
     stems = (canon,) + _spec(name).splits[canon]
+    if not os.path.isdir(data_dir):
+        expected = ", ".join(f"{s}.parquet|csv|jsonl" for s in stems)
+        raise FileNotFoundError(f"data directory {data_dir!r} (from {source}) does not exist; "
+                                f"for the {name} split {canon!r} it should hold one of: "
+                                f"{expected}")
     found = [os.path.join(data_dir, s + ext) for s in stems for ext in EXTENSIONS
              if os.path.isfile(os.path.join(data_dir, s + ext))]
     if not found:
@@ -270,9 +274,11 @@ def load_text_classification(name: str, split: str, *, data_dir: str | None = No
         unreachable (the message names both ways to supply the data).
     """
     canon = _canonical_split(name, split)
+    source = "data_dir (--data-dir)" if data_dir else f"${ENV_DATA_DIR}"
     data_dir = data_dir or os.environ.get(ENV_DATA_DIR) or None
     if data_dir is not None:
-        return _load_local(find_split_file(data_dir, name, canon), name, canon, cache_dir)
+        return _load_local(find_split_file(data_dir, name, canon, source=source), name, canon,
+                           cache_dir)
     reason = "the hub is disabled (hub=False)"
     if hub:
         data, reason = _load_hub(name, canon, cache_dir, hub_timeout)

@@ -172,3 +172,21 @@ def test_unreadable_file_is_one_line_error(tmp_path, offline):
         load_text_classification("sst2", "train", data_dir=str(tmp_path),
                                  cache_dir=str(tmp_path / "c"))
     assert "\n" not in str(e.value)
+
+
+def test_missing_data_directory_names_its_source_and_the_expected_files(tmp_path, monkeypatch):
+    from posjax.data.text import ENV_DATA_DIR, load_text_classification
+
+    missing = str(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match=r"from data_dir \(--data-dir\).*train\.parquet"):
+        load_text_classification("sst2", "train", data_dir=missing)
+    monkeypatch.setenv(ENV_DATA_DIR, missing)
+    with pytest.raises(FileNotFoundError, match=rf"from \${ENV_DATA_DIR}.*validation\.parquet"):
+        load_text_classification("sst2", "validation")
+
+
+def test_geometry_benchmark_refuses_zero_repeats():
+    from benchmarks.geometry import main
+
+    with pytest.raises(SystemExit):
+        main(["--repeats", "0"])
