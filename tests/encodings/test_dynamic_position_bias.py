@@ -47,6 +47,7 @@ def test_bad_options(bad):
         make("dynamic_position_bias", **bad)
 
 
+@pytest.mark.slow  # the registry test builds every PE into a model by default
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("dynamic_position_bias")
     assert after < before

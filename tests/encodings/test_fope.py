@@ -55,6 +55,7 @@ def test_not_relative_with_cross_frequency_weights():
     assert shift_gap(lambda p: rotated_logits(rope_like, p), jnp.arange(8)) < 1e-5
 
 
+@pytest.mark.slow  # the registry test builds every PE into a model by default
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("fope", learned=True)
     assert after < before

@@ -92,6 +92,7 @@ def test_string_logits_are_rope_in_the_learned_basis():
         assert abs(float(jnp.vdot(qr[0, 0, 0], kr[0, 0, 0])) - want) < 1e-5  # float32 parameters
 
 
+@pytest.mark.slow  # the registry test builds every PE into a model by default
 @pytest.mark.parametrize("name", NAMES)
 def test_trains_a_step_in_a_model(name):
     before, after = train_one_step(name)

@@ -78,6 +78,7 @@ def test_relative_per_component_and_norm_preserving():
     np.testing.assert_allclose(np.linalg.norm(qa, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-5)
 
 
+@pytest.mark.slow  # the registry test builds every PE into a model by default
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("mrope")
     assert after < before

@@ -58,6 +58,7 @@ def test_bad_p(p):
         make("p_rope", p=p)
 
 
+@pytest.mark.slow  # the registry test builds every PE into a model by default
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("p_rope")
     assert after < before

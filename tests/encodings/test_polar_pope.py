@@ -51,6 +51,7 @@ def test_phase_offset_is_clamped_to_minus_two_pi_zero():
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)  # clamped to 0
 
 
+@pytest.mark.slow  # the registry test builds every PE into a model by default
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("polar_pope")
     assert after < before

@@ -60,6 +60,7 @@ def test_bad_options(bad):
         make("sandwich", **bad)
 
 
+@pytest.mark.slow  # the registry test builds every PE into a model by default
 def test_trains_a_step_in_a_model():
     before, after = train_one_step("sandwich")
     assert after < before
