@@ -423,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         plot_drops(os.path.join(args.out, "ablation_sweep.png"), sweep,
                  "partial-head RoPE (first k heads rotary): Δ accuracy per ablated head")
     preset = "quick" if args.quick else (args.preset or "paper")
-    report += f"\nWall time: {wall:.0f} s (preset {preset}).\n"
+    report += f"\nWall time: {wall:.0f} s (preset {preset}; {store.provenance()}).\n"
     write_json(os.path.join(args.out, "results.json"), {
         "experiment": "additive_vs_multiplicative", "paper": "arXiv 2505.13027",
         "preset": preset, "settings": s, "seeds": pairs, "ci_method": CI_METHOD, "seed_roles":
@@ -432,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                      "faithful_mla (except shared_query_rope)",
                                      "mla low-rank KV compression d_c"],
         "priors": prior, "summary": agg, "cells": results, "wall_seconds": wall,
+        "cells_computed": store.computed, "cells_reused": store.reused,
         "load_average_at_end": os.getloadavg(),
         "versions": versions()})
     with open(os.path.join(args.out, "report.md"), "w") as f:

@@ -107,3 +107,15 @@ def test_welch_ci_edge_cases_and_verdict():
     assert common.verdict(common.welch_ci([0.5, 0.52, 0.51], [0.9, 0.91, 0.92])) \
         == common.VERDICTS[1]
     assert common.welch_ci([], [1.0])["n"] == 0
+
+
+def test_cell_store_counts_what_a_wall_time_measured(tmp_path):
+    store = common.CellStore(str(tmp_path), {"opt": 1})
+    store.compute({"cell": 1}, lambda: 1)
+    store.compute({"cell": 2}, lambda: 2)
+    again = common.CellStore(str(tmp_path), {"opt": 1})
+    assert again.compute({"cell": 1}, lambda: 99) == 1  # served from disk, not recomputed
+    again.compute({"cell": 3}, lambda: 3)
+    assert (store.computed, store.reused) == (2, 0)
+    assert (again.computed, again.reused) == (1, 1)
+    assert again.provenance() == "1 cells computed, 1 reused from an earlier run"
