@@ -23,6 +23,8 @@ import jax
 from experiments import _stress_geometry as G
 from experiments import _stress_report as R
 from experiments._stress_data import prepare
+from experiments._stress_matrix_free import (analyse_matrix_free, fixed_coordinates,
+                                              has_gram_factorisation, not_computed)
 from experiments._stress_train import E4_ENCODINGS, train_cell
 from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
                                 run_cli, versions, write_json)
@@ -72,6 +74,12 @@ class StressConfig:
     alibi_heads: int = 12
     smacof_max_iter: int = 300
     smacof_tol: float | None = None  # None: 4 ulps of the data dtype (see geometry.smacof)
+    # dense n x n geometry or matrix-free (experiments/_stress_matrix_free.py)
+    geometry: str = "auto"              # auto | dense | matrix_free
+    matrix_free_above: int = 4096       # auto: matrix-free when n > this
+    matrix_free_k: int = 64             # top-k eigenpairs of B on the matrix-free path
+    stress_exact_max: int = 8192        # matrix-free stress exact (streamed) up to this n
+    stress_pairs: int = 200_000         # else estimated from this many sampled pairs (95 % CI)
     # synthetic corpus and task
     num_positions: int | None = 128
     vocab_size: int = 2000
@@ -133,6 +141,20 @@ class StressConfig:
                              f"{self.mds_variant!r}")
         if self.mds_variant == "exact" and self.dataset != "synthetic":
             raise ValueError("mds_variant='exact' exists only for the synthetic dataset")
+        if self.geometry not in ("auto", "dense", "matrix_free"):
+            raise ValueError(f"geometry must be auto, dense or matrix_free, got {self.geometry!r}")
+        for key in ("matrix_free_above", "matrix_free_k", "stress_exact_max"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.stress_pairs < 2:
+            raise ValueError(f"stress_pairs must be >= 2, got {self.stress_pairs}")
+        if self.geometry == "matrix_free":
+            if not has_gram_factorisation(self.metric):
+                raise ValueError(f"geometry='matrix_free' needs the chord or normalized metric "
+                                 f"(B of {self.metric!r} has no Gram factorisation)")
+            if self.mds_variant == "split_half":
+                raise ValueError("mds_variant='split_half' needs geometry='dense' (split-half "
+                                 "debiasing is not computed matrix-free)")
         if self.pooling not in ("cls", "mean", "last"):
             raise ValueError(f"pooling must be cls, mean or last, got {self.pooling!r}")
 
@@ -223,20 +245,25 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     with jax.enable_x64(True):
-        variants, ginfo = G.distance_variants(prep, cfg)
+        path, variants, ginfo = G.geometry_variants(prep, cfg)
         n = ginfo["n"]
-        fixed = G.fixed_distances(n, cfg)
         summaries, arrays = {}, {}
-        for name, v in variants.items():
-            summaries[name], arrays[name] = G.analyse(v["D"], v["D_fr"], cfg, fixed)
+        if path == "dense":
+            fixed = G.fixed_distances(n, cfg)
+            for name, v in variants.items():
+                summaries[name], arrays[name] = G.analyse(v["D"], v["D_fr"], cfg, fixed)
+        else:
+            fixed = fixed_coordinates(n, cfg)
+            for name, v in variants.items():
+                summaries[name], arrays[name] = analyse_matrix_free(v["P"], cfg, fixed)
     timing["geometry"] = time.perf_counter() - t0
-    log(f"geometry: n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
+    log(f"geometry ({path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
         f"{ginfo['N_i']['median']:.0f}/{ginfo['N_i']['max']:.0f}, "
         f"r_low={summaries['plugin']['r_low']} ({timing['geometry']:.1f} s)")
 
     t0 = time.perf_counter()
     store = CellStore(out_dir, {"part": "E4", **_salt(cfg)})
-    D_for_trained = {k: v["D"] for k, v in variants.items()}
+    targets = G.as_targets(variants, cfg)
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
     e4_rows = []
     if prep.train is None:
@@ -246,7 +273,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
             found = store.get({"pe": pe, "seed": seed})
             row = found if found is not None else store.put(
                 {"pe": pe, "seed": seed},
-                train_cell(cfg, prep, pe, seed, mds_coords, D_for_trained, out_dir))
+                train_cell(cfg, prep, pe, seed, mds_coords, targets, out_dir))
             e4_rows.append(row)
             how = "stored" if found is not None else f"{row['seconds']:.1f} s"
             log(f"E4 {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
@@ -260,10 +287,15 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                      if r["pe"] == pe and r.get("trained_stress")]
                for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
     e1 = {v: R.e1_entries(summaries[v], trained, v) for v in variants}
+    if path == "matrix_free":  # trained encoders whose stress needs distances: say so
+        for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5")):
+            for v in e1:
+                if any(r["pe"] == pe for r in e4_rows) and key not in e1[v]:
+                    e1[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
     if cfg.pretrained:
         from experiments._stress_pretrained import pretrained_e1_rows
         with jax.enable_x64(True):
-            for v, rows in pretrained_e1_rows(cfg, prep, variants).items():
+            for v, rows in pretrained_e1_rows(cfg, prep, targets).items():
                 e1[v].update(rows)
     e4 = R.e4_summary(e4_rows)
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
@@ -286,6 +318,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
             "min_count": cfg.min_count,
             "rank_rule": {"full": ["threshold", cfg.tau], "low": ["energy", cfg.eps],
                           "low_alt": ["energy", cfg.eps_alt]},
+            "geometry": ginfo["geometry"],
             "debias_variants": list(variants), "N_i": ginfo["N_i"],
             "N_i_per_half": ginfo["N_i_per_half"], "n": n,
             "adapters": {"sinusoidal_dim": cfg.sinusoidal_dim, "rope_head_dim": cfg.rope_head_dim,
