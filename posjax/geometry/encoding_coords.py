@@ -11,7 +11,8 @@ Hellinger geometry of ``P``. With ``a_k = p w_k``:
 * RoPE (``"kernel"`` mode): ``x = sqrt(2 / d_h) [cos p theta_k, sin p theta_k]_k`` over the
   rotated planes: the orbit ``R_p u`` of a unit ``u`` with energy ``2 / d_h`` per plane (Su et
   al., arXiv 2104.09864); the ``"random_u"`` mode averages distances and has no such form;
-* ALiBi: ``x = s p`` (one column; ``s`` as in :func:`posjax.geometry.dist_alibi`);
+* ALiBi: ``x = s p`` (one column; ``s`` from :func:`posjax.geometry.adapters.alibi_scale`, as in
+  :func:`posjax.geometry.dist_alibi`);
 * NoPE: one zero column (``E = 0``).
 
 Reference: G. Cirrincione, "On the Geometry of Positional Encodings in Transformers",
@@ -24,7 +25,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from posjax.geometry.adapters import _frequencies, alibi_mean_slope
+from posjax.geometry.adapters import _frequencies, alibi_scale
 
 __all__ = ["encoding_coordinates", "COORDINATE_ENCODINGS"]
 
@@ -64,17 +65,7 @@ def _rope(pos, head_dim: int = 64, base: float = 10000.0, mode: str = "kernel",
 
 
 def _alibi(pos, scale: Any = None, num_heads: int | None = None):
-    if scale is None:
-        s = 1.0
-    elif isinstance(scale, str):
-        if scale != "mean_slope":
-            raise ValueError(f"ALiBi scale must be None, a number or 'mean_slope', got {scale!r}")
-        if num_heads is None:
-            raise ValueError("ALiBi scale='mean_slope' needs num_heads")
-        s = alibi_mean_slope(num_heads)
-    else:
-        s = float(scale)
-    return s * pos[:, None]
+    return alibi_scale(scale, num_heads) * pos[:, None]
 
 
 def encoding_coordinates(name: str, num_positions: int, *, positions: Any = None,
