@@ -46,7 +46,10 @@ class StressConfig:
     r_eps, energy rule); stresses are Eq. (4) without square root, reported both raw and at the
     optimal scale (raw is the primary number for MDS rows, sigma* for all others);
     ``sinusoidal_dim``/``rope_head_dim``/``rope_mode``/``alibi_scale`` (adapters, docs/interpretations.md);
-    ``smacof_*``. Synthetic corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``,
+    ``smacof_*``. Geometry path: ``geometry`` (``"auto"``: dense up to ``matrix_free_above``
+    positions, matrix-free above; ``"dense"``; ``"matrix_free"``), ``matrix_free_k`` (top-k
+    eigenpairs of B), ``stress_exact_max`` and ``stress_pairs`` (exact streamed stress up to that
+    n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``,
     ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
     sizes, ``pooling``, optimiser, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
     variant of D it is built from).
