@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import jax
 
@@ -78,7 +78,7 @@ class StressConfig:
     smacof_max_iter: int = 300
     smacof_tol: float | None = None  # None: 4 ulps of the data dtype (see geometry.smacof)
     # dense n x n geometry or matrix-free (experiments/_stress_matrix_free.py)
-    geometry: str = "auto"              # auto | dense | matrix_free
+    geometry: Literal["auto", "dense", "matrix_free"] = "auto"
     matrix_free_above: int = 4096       # auto: matrix-free when n > this
     matrix_free_k: int = 64             # top-k eigenpairs of B on the matrix-free path
     stress_exact_max: int = 8192        # matrix-free stress exact (streamed) up to this n

@@ -47,6 +47,16 @@ def test_auto_picks_dense_below_and_matrix_free_above_the_threshold():
         st.make_config("synthetic", quick=True, geometry="matrix_free", mds_variant="split_half")
 
 
+def test_cli_types_the_geometry_option(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        st.run_cli(st.main, ["--set", "geometry=sparse", "--out", str(tmp_path)])
+    msg = str(e.value)
+    assert "expected one of ['auto', 'dense', 'matrix_free']" in msg and "\n" not in msg
+    with pytest.raises(SystemExit) as e:
+        st.run_cli(st.main, ["--set", "matrix_free_k=0", "--out", str(tmp_path)])
+    assert "matrix_free_k must be >= 1" in str(e.value)
+
+
 @pytest.mark.parametrize("threshold,path", [(32, "matrix_free"), (64, "dense")])
 def test_geometry_variants_follow_the_path(threshold, path):
     cfg = st.make_config("synthetic", quick=True, **{**SMALL, "num_positions": N,
