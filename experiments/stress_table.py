@@ -34,6 +34,10 @@ DATASETS = ("synthetic", "sst2", "imdb", "text")
 # encodings, or changing the checkpoint interval, keeps the finished cells.
 _NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodings",
                 "checkpoint_every", "sens_samples", "sens_repeats")
+# Options of the geometry path: part of the E4 cell salt only when the matrix-free path ran (the
+# dense path's cells do not depend on them, so runs stored before they existed stay valid).
+_PATH_OPTIONS = ("geometry", "matrix_free_above", "matrix_free_k", "stress_exact_max",
+                 "stress_pairs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +53,8 @@ class StressConfig:
     ``smacof_*``. Geometry path: ``geometry`` (``"auto"``: dense up to ``matrix_free_above``
     positions, matrix-free above; ``"dense"``; ``"matrix_free"``), ``matrix_free_k`` (top-k
     eigenpairs of B), ``stress_exact_max`` and ``stress_pairs`` (exact streamed stress up to that
-    n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``,
-    ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
+    n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic
+    corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``, ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
     sizes, ``pooling``, optimiser, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
     variant of D it is built from).
     """
@@ -217,8 +221,12 @@ def make_config(dataset: str, *, quick: bool = False, preset: str | None = None,
     return StressConfig(dataset=dataset, mode=mode, **{**PRESETS[(dataset, mode)], **overrides})
 
 
-def _salt(cfg: StressConfig, keys: Sequence[str] | None = None) -> dict[str, Any]:
-    rec = {k: v for k, v in cfg.record().items() if k not in _NOT_RESULTS}
+def _salt(cfg: StressConfig, keys: Sequence[str] | None = None, path: str = "dense"
+          ) -> dict[str, Any]:
+    drop = _NOT_RESULTS + (_PATH_OPTIONS if path == "dense" else ())
+    rec = {k: v for k, v in cfg.record().items() if k not in drop}
+    if path != "dense":
+        rec["geometry_path"] = path
     return rec if keys is None else {k: rec[k] for k in keys}
 
 
@@ -265,7 +273,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
         f"r_low={summaries['plugin']['r_low']} ({timing['geometry']:.1f} s)")
 
     t0 = time.perf_counter()
-    store = CellStore(out_dir, {"part": "E4", **_salt(cfg)})
+    store = CellStore(out_dir, {"part": "E4", **_salt(cfg, path=path)})
     targets = G.as_targets(variants, cfg)
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
     e4_rows = []

@@ -196,3 +196,14 @@ def test_run_reports_the_matrix_free_path(mf_run):
     assert "## Geometry path" in report and "Matrix-free (option `geometry=auto`" in report
     assert "not computed at n = 12 (matrix-free)" in report
     assert not os.path.exists(os.path.join(out, "hellinger_heatmap.png"))
+
+
+def test_e4_cell_salt_depends_on_the_path_options_only_when_matrix_free():
+    a = st.make_config("synthetic", quick=True)
+    b = st.make_config("synthetic", quick=True, matrix_free_above=8, matrix_free_k=5,
+                       stress_pairs=10)
+    # dense cells stored before these options existed keep their key
+    assert st._salt(a) == st._salt(b) and "geometry" not in st._salt(a)
+    mf_a, mf_b = st._salt(a, path="matrix_free"), st._salt(b, path="matrix_free")
+    assert mf_a != mf_b and mf_a["geometry_path"] == "matrix_free"
+    assert mf_a != st._salt(a)
