@@ -152,8 +152,11 @@ def analyse_matrix_free(P: np.ndarray, cfg: Any, fixed: dict[str, np.ndarray]
         if not ok:
             notes.append(f"energy target 1 - {eps:g} not reached within k = {k} (top-k energy "
                          f"{top['captured']:.4f}); the r_eps rows use r = k")
+    params = param_rows(n, cfg, r_low, r_alt)
+    for p in params.values():  # r = k stands in for an r_eps beyond k: a lower bound
+        p["energy_target_reached"] = reached if p["eps"] == cfg.eps else reached_alt
     summary = {"n": n, "geometry": "matrix_free", "k": k, "r_full": nc, "r_low": r_low,
-               "E1": rows, "E2": spec, "E3": param_rows(n, cfg, r_low, r_alt),
+               "E1": rows, "E2": spec, "E3": params,
                "smacof_history_ends": nc, "notes": notes}
     arrays = {"coords_low": X[:, :r_low], "coords_full": X, "coords_2d": X[:, :min(2, k)],
               "eigenvalues": lam, "trace": trace}

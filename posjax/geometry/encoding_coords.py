@@ -20,8 +20,11 @@ arXiv 2604.05217 (stress of sinusoidal and relative encodings).
 """
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -47,8 +50,17 @@ def _positions(n: int, positions: Any) -> jnp.ndarray:
 def _sinusoidal(pos, dim: int = 768, base: float = 10000.0, freq_spacing: str = "2k/d"):
     if dim <= 0 or dim % 2:
         raise ValueError(f"dim must be a positive even integer, got {dim}")
-    a = pos[:, None] * _frequencies(dim, float(base), freq_spacing)[None, :]
-    return jnp.concatenate([jnp.sin(a), jnp.cos(a)], axis=1)
+    if freq_spacing not in ("2k/d", "k/(d/2-1)"):
+        raise ValueError(f"freq_spacing must be '2k/d' or 'k/(d/2-1)', got {freq_spacing!r}")
+    return _orbit(pos, dim=dim, base=float(base), spacing=freq_spacing, sin_first=True, gain=1.0)
+
+
+@functools.partial(jax.jit, static_argnames=("dim", "base", "spacing", "sin_first", "gain"))
+def _orbit(pos, *, dim, base, spacing, sin_first, gain):
+    """``gain [sin a, cos a]`` (or ``[cos a, sin a]``) with ``a = p w_k``, ``k < dim / 2``."""
+    a = pos[:, None] * _frequencies(dim, base, spacing)[None, :]
+    parts = [jnp.sin(a), jnp.cos(a)] if sin_first else [jnp.cos(a), jnp.sin(a)]
+    return gain * jnp.concatenate(parts, axis=1)
 
 
 def _rope(pos, head_dim: int = 64, base: float = 10000.0, mode: str = "kernel",
@@ -60,8 +72,8 @@ def _rope(pos, head_dim: int = 64, base: float = 10000.0, mode: str = "kernel",
     if mode != "kernel":
         raise ValueError(f"RoPE mode {mode!r} has no coordinate form (the 'random_u' distance "
                          "is a mean of orbit distances); use mode='kernel'")
-    a = pos[:, None] * _frequencies(d_rot, float(base), "2k/d")[None, :]
-    return jnp.sqrt(2.0 / head_dim) * jnp.concatenate([jnp.cos(a), jnp.sin(a)], axis=1)
+    return _orbit(pos, dim=d_rot, base=float(base), spacing="2k/d", sin_first=False,
+                  gain=math.sqrt(2.0 / head_dim))
 
 
 def _alibi(pos, scale: Any = None, num_heads: int | None = None):

@@ -128,9 +128,32 @@ def test_matrix_free_e2_e3_equal_dense(both_paths):
     assert _rel(mf["E2"]["lambda1_share"], dense["E2"]["lambda1_share"]) < 1e-6
     np.testing.assert_allclose(mf["E2"]["dct_alignment"], dense["E2"]["dct_alignment"],
                                rtol=1e-6)
-    assert mf["E3"] == dense["E3"]
+    for label, row in mf["E3"].items():
+        row = dict(row)
+        assert row.pop("energy_target_reached") is True
+        assert row == dense["E3"][label]
     for key in ("erank", "sis", "negative_mass_fr_arc"):
         assert mf["E2"][key] == "not computed at n = 64 (matrix-free)"
+
+
+def test_energy_target_beyond_k_is_reported(plugin_P):
+    """With k below r_eps the rows use r = k and every table says the target was not reached."""
+    from experiments import _stress_report as R
+
+    cfg = st.make_config("synthetic", quick=True, **{**SMALL, "matrix_free_k": 3})
+    with jax.enable_x64(True):
+        mf, _ = MF.analyse_matrix_free(plugin_P, cfg, MF.fixed_coordinates(N, cfg))
+    assert mf["k"] == 3 and mf["r_low"] == 3
+    assert mf["E1"]["mds_low"]["energy_target_reached"] is False
+    assert mf["E2"]["r_eps"]["0.001"] == ">3" and mf["E2"]["captured"] < 0.999
+    assert any("not reached within k = 3" in note for note in mf["notes"])
+    assert mf["E3"]["paper_d"]["energy_target_reached"] is False
+    assert "> 3 (r_ε beyond k" in R.e3_table({"plugin": mf})
+    claims = R.claims({"plugin": mf["E1"]}, {"plugin": mf}, {}, cfg, None)
+    low = [c for c in claims if c["claim"].startswith("low-rank MDS")]
+    assert low and all(c["verdict"].startswith("inconclusive") for c in low)
+    full = [c for c in claims if c["claim"].startswith("MDS stress ≈ 0")]
+    assert full[0]["verdict"] == "not computed at n = 64 (matrix-free)"
 
 
 def test_trained_table_stress_equal_on_both_targets(plugin_P):
@@ -176,7 +199,7 @@ def mf_run(tmp_path_factory):
                          samples_per_position=300, train_examples=32, test_examples=16,
                          batch_size=8, steps=2, d_model=8, num_heads=2, num_layers=1, d_ff=16,
                          seeds=1, encodings=(), sens_positions=8, sens_vocab=20,
-                         sens_samples=(None,), matrix_free_above=8)
+                         sens_samples=(), matrix_free_above=8)
     return out, st.run(cfg, out, log=lambda *_: None)
 
 
