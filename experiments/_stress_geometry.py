@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 import posjax.geometry as geo
-from experiments._stress_matrix_free import (RowsTarget, has_gram_factorisation,
-                                              matrix_free_variants)
+from experiments._stress_matrix_free import (RowsTarget, coords_stress, fixed_coordinates,
+                                              has_gram_factorisation, matrix_free_variants,
+                                              not_computed)
 
 FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
 
@@ -218,12 +219,26 @@ def geometry_variants(prep: Any, cfg: Any) -> tuple[str, dict[str, dict[str, np.
 
 def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) -> dict[str, Any]:
     """One cell of the sample-size analysis: stress of MDS (r = 1, 2, 3) and of ALiBi, sinusoidal and
-    RoPE against ``D`` estimated from ``samples`` draws per position (None: exact ``P``)."""
+    RoPE against ``D`` estimated from ``samples`` draws per position (None: exact ``P``).
+
+    Matrix-free (no ``[n, n]`` array) when :func:`geometry_path` says so for
+    ``cfg.sens_positions``; split-half cells then do not exist (see :func:`sensitivity_settings`).
+    """
     from posjax.data.synthetic import sample_distributions, three_regime_corpus
 
     corpus = three_regime_corpus(cfg.sens_positions, cfg.sens_vocab, mixing=cfg.mixing,
                                  alpha=cfg.alpha, seed=cfg.data_seed)
     seed = cfg.data_seed + 1000 * repeat + 17
+    if geometry_path(cfg, cfg.sens_positions) == "matrix_free":
+        if debias != "none":
+            raise ValueError(f"split-half debiasing {not_computed(cfg.sens_positions)}")
+        P = (corpus.P if samples is None else sample_distributions(corpus.P, samples, seed=seed)[0])
+        P = np.asarray(P, np.float64)
+        X = np.asarray(geo.mds_from_distributions(P, 3, metric=cfg.metric,
+                                                  seed=cfg.data_seed).coords, np.float64)
+        fixed = {k: c for k, c in fixed_coordinates(P.shape[0], cfg).items() if k != "nope"}
+        configs = {**{f"mds_r{r}": X[:, :r] for r in (1, 2, 3)}, **fixed}
+        return dict(zip(configs, coords_stress(P, list(configs.values()), cfg)))
     if samples is None:
         D = geo.hellinger_matrix(corpus.P, metric=cfg.metric)
     elif debias == "split_half":
@@ -239,6 +254,18 @@ def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) ->
            for r in (1, 2, 3)}
     out.update({k: stress_pair(D, E) for k, E in fixed_distances(n, cfg).items() if k != "nope"})
     return out
+
+
+def sensitivity_settings(cfg: Any) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
+    """``(settings, path_key)``: the ``(samples, debias)`` cells of the sample-size analysis
+    and the extra cell-key entries of its path (empty for the dense path; on the matrix-free
+    path the split-half cells are left out)."""
+    mf = geometry_path(cfg, cfg.sens_positions) == "matrix_free"
+    settings = [(s, d) for s in cfg.sens_samples
+                for d in (("none",) if s is None or mf else ("none", "split_half"))]
+    key = ({"path": "matrix_free", "k": 3, "stress_exact_max": cfg.stress_exact_max,
+            "stress_pairs": cfg.stress_pairs} if mf else {})
+    return settings, key
 
 
 def summarise_sensitivity(cells: dict[tuple, list[dict]]) -> list[dict[str, Any]]:

@@ -369,7 +369,11 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
         "",
         f"Three-regime corpus ({cfg.mixing} mixing, α = {cfg.alpha}), V = {cfg.sens_vocab}, "
         f"n = {cfg.sens_positions}; mean over {cfg.sens_repeats} draws. MDS columns are σ_raw, "
-        "the others σ*. The right column is the derived toy table of docs/interpretations.md (not from the paper).",
+        "the others σ*. The right column is the derived toy table of docs/interpretations.md (not from the paper)."
+        + (f" Matrix-free at this n (top-3 MDS, stress exact up to n = {cfg.stress_exact_max}, "
+           f"else from {cfg.stress_pairs} sampled pairs); split-half cells "
+           f"{'not computed'} (they need the n x n matrix)."
+           if res["sensitivity"].get("geometry") == "matrix_free" else ""),
         "",
         sensitivity_table(sens_rows, SPEC_TOY),
         "",

@@ -235,14 +235,15 @@ def _sensitivity(cfg: StressConfig, out_dir: str, log) -> list[dict]:
         "metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
         "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads"))})
     cells: dict[tuple, list[dict]] = {}
-    for samples in cfg.sens_samples:
-        for debias in (("none",) if samples is None else ("none", "split_half")):
-            reps = 1 if samples is None else cfg.sens_repeats
-            cells[(samples, debias)] = [
-                store.compute({"samples": samples, "debias": debias, "repeat": k},
-                              lambda s=samples, d=debias, k=k: G.sensitivity_cell(cfg, s, d, k))
-                for k in range(reps)]
-    log(f"sensitivity: {len(cells)} settings done")
+    settings, path_key = G.sensitivity_settings(cfg)
+    for samples, debias in settings:
+        reps = 1 if samples is None else cfg.sens_repeats
+        cells[(samples, debias)] = [
+            store.compute({"samples": samples, "debias": debias, "repeat": k, **path_key},
+                          lambda s=samples, d=debias, k=k: G.sensitivity_cell(cfg, s, d, k))
+            for k in range(reps)]
+    log(f"sensitivity: {len(cells)} settings done"
+        + (" (matrix-free: no split-half cells)" if path_key else ""))
     return G.summarise_sensitivity(cells)
 
 
@@ -349,7 +350,8 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
         "E4": {"rows": e4_rows, "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
                                             for pe, s in e4.items()},
                "bayes_accuracy": ceiling},
-        "sensitivity": {"rows": sens_rows, "spec_toy": {str(k): v for k, v in G.SPEC_TOY.items()}},
+        "sensitivity": {"rows": sens_rows, "geometry": G.geometry_path(cfg, cfg.sens_positions),
+                        "spec_toy": {str(k): v for k, v in G.SPEC_TOY.items()}},
         "claims": claim_list, "timing_s": timing, "files": files,
     }
     write_json(os.path.join(out_dir, "results.json"), results)

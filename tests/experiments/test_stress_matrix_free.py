@@ -219,6 +219,7 @@ def test_run_reports_the_matrix_free_path(mf_run):
     assert "## Geometry path" in report and "Matrix-free (option `geometry=auto`" in report
     assert "not computed at n = 12 (matrix-free)" in report
     assert not os.path.exists(os.path.join(out, "hellinger_heatmap.png"))
+    assert saved["sensitivity"]["geometry"] == "dense"  # its own n = 8 is not above 8
 
 
 def test_e4_cell_salt_depends_on_the_path_options_only_when_matrix_free():
@@ -230,3 +231,34 @@ def test_e4_cell_salt_depends_on_the_path_options_only_when_matrix_free():
     mf_a, mf_b = st._salt(a, path="matrix_free"), st._salt(b, path="matrix_free")
     assert mf_a != mf_b and mf_a["geometry_path"] == "matrix_free"
     assert mf_a != st._salt(a)
+
+
+SENS = dict(sens_positions=40, sens_vocab=60, sinusoidal_dim=16, rope_head_dim=8,
+            sens_samples=(None, 500))
+
+
+def test_sensitivity_settings_follow_the_path():
+    """Above the threshold the sample-size analysis has no split-half setting and its cells are
+    keyed by the matrix-free options; below it the keys are those of the dense cells."""
+    dense_cfg = st.make_config("synthetic", quick=True, **SENS)
+    mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
+    assert G.sensitivity_settings(dense_cfg) == ([(None, "none"), (500, "none"),
+                                                  (500, "split_half")], {})
+    settings, key = G.sensitivity_settings(mf_cfg)
+    assert settings == [(None, "none"), (500, "none")] and key["path"] == "matrix_free"
+
+
+@pytest.mark.slow
+def test_sensitivity_cell_matrix_free_equals_dense():
+    """A matrix-free sample-size cell equals the dense one at the same n."""
+    dense_cfg = st.make_config("synthetic", quick=True, **SENS)
+    mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
+    with jax.enable_x64(True):
+        d = G.sensitivity_cell(dense_cfg, 500, "none", 0)
+        m = G.sensitivity_cell(mf_cfg, 500, "none", 0)
+        with pytest.raises(ValueError, match="not computed at n = 40"):
+            G.sensitivity_cell(mf_cfg, 500, "split_half", 0)
+    assert set(d) == set(m)
+    for k in d:
+        for s in ("raw", "optimal"):
+            assert _rel(m[k][s], d[k][s]) < 1e-6, (k, s)
