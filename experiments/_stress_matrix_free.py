@@ -175,3 +175,25 @@ def matrix_free_variants(prep: Any, P: np.ndarray, N: np.ndarray, notes: list[st
             "N_i_per_half": not_computed(n), "split_half": not_computed(n),
             "columns": int(P.shape[1]), "warnings": notes}
     return out, info
+
+
+def geometry_paragraph(g: dict, summaries: dict, n: int, labels: dict[str, str]) -> str:
+    """The report's account of which geometry path ran, why, and what it did not compute
+    (``labels``: display names of the estimator variants)."""
+    if g["path"] == "dense":
+        return (f"Dense: the n x n Hellinger matrix D of every variant (n = {n}; option "
+                f"`geometry={g['option']}`, matrix-free above n = {g['matrix_free_above']}).")
+    s = next(iter(summaries.values()))
+    stress = (f"exact, streamed over pairs (n <= {g['stress_exact_max']})"
+              if n <= g["stress_exact_max"] else
+              f"estimated from {g['stress_pairs']} sampled pairs (the same pairs for every "
+              "row; 95 % intervals in brackets)")
+    lines = [f"Matrix-free (option `geometry={g['option']}`, n = {n}, matrix-free above "
+             f"{g['matrix_free_above']}): no n x n array. MDS from the top k = {s['k']} "
+             "eigenpairs of B and the closed-form trace(B); the full-rank MDS row is replaced by "
+             f"MDS at k. Stress {stress}. Not computed at this n: split-half debiasing, SMACOF, "
+             "Fisher–Rao negative mass, shift-invariance score, effective rank, and the stress "
+             "of bias-only encoders (T5)."]
+    lines += [f"{labels[v]}: {note}." for v, sm in summaries.items()
+              for note in sm.get("notes", [])]
+    return " ".join(lines)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from experiments._stress_geometry import SPEC_TOY
+from experiments._stress_matrix_free import geometry_paragraph
 from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std
 from experiments.common import verdict as ci_verdict
 
@@ -336,7 +337,7 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
         "",
         "## Geometry path",
         "",
-        geometry_paragraph(it["geometry"], summaries, it["n"]),
+        geometry_paragraph(it["geometry"], summaries, it["n"], VARIANT_LABELS),
         "",
         "## E1 — stress per encoding",
         "",
@@ -390,27 +391,6 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
     lines += ["", f"Wall time: {tm['total']:.1f} s ({parts}); process CPU time "
               f"{tm['cpu_total']:.1f} s."]
     return "\n".join(lines) + "\n"
-
-
-def geometry_paragraph(g: dict, summaries: dict, n: int) -> str:
-    """Which geometry path ran, why, and what it did not compute."""
-    if g["path"] == "dense":
-        return (f"Dense: the n x n Hellinger matrix D of every variant (n = {n}; option "
-                f"`geometry={g['option']}`, matrix-free above n = {g['matrix_free_above']}).")
-    s = next(iter(summaries.values()))
-    stress = (f"exact, streamed over pairs (n <= {g['stress_exact_max']})"
-              if n <= g["stress_exact_max"] else
-              f"estimated from {g['stress_pairs']} sampled pairs (the same pairs for every "
-              "row; 95 % intervals in brackets)")
-    lines = [f"Matrix-free (option `geometry={g['option']}`, n = {n}, matrix-free above "
-             f"{g['matrix_free_above']}): no n x n array. MDS from the top k = {s['k']} "
-             "eigenpairs of B and the closed-form trace(B); the full-rank MDS row is replaced by "
-             f"MDS at k. Stress {stress}. Not computed at this n: split-half debiasing, SMACOF, "
-             "Fisher–Rao negative mass, shift-invariance score, effective rank, and the stress "
-             "of bias-only encoders (T5)."]
-    lines += [f"{VARIANT_LABELS[v]}: {note}." for v, sm in summaries.items()
-              for note in sm.get("notes", [])]
-    return " ".join(lines)
 
 
 def compact_e1(results: dict[str, Any]) -> str:
