@@ -15,6 +15,9 @@ from typing import Any
 import numpy as np
 
 import posjax.geometry as geo
+from experiments._stress_matrix_free import (RowsTarget, coords_stress, fixed_coordinates,
+                                              has_gram_factorisation, matrix_free_variants,
+                                              not_computed)
 
 FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
 
@@ -30,15 +33,17 @@ def _estimate(prep: Any, cfg: Any, split_half: bool):
     return np.asarray(P), np.asarray(N), [str(w.message) for w in caught]
 
 
-def distance_variants(prep: Any, cfg: Any) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
-    """Hellinger matrices of every estimator variant, truncated to a common ``n``.
+def distance_variants(prep: Any, cfg: Any, plugin: tuple | None = None
+                      ) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
+    """Hellinger matrices of every estimator variant, truncated to a common ``n``
+    (``plugin``: the already estimated ``(P, N, notes)``).
 
     Returns:
       ``({"plugin": {...}, "split_half": {...}, ["exact": {...}]}, info)``; each variant holds
       ``D`` (metric ``cfg.metric``) and ``D_fr`` (``fr_arc``, for the non-Euclidean mass), and
       ``info`` the sample counts ``N_i`` (min/median/max), ``n`` and truncation warnings.
     """
-    P, N, notes = _estimate(prep, cfg, split_half=False)
+    P, N, notes = plugin if plugin is not None else _estimate(prep, cfg, split_half=False)
     Ph, Nh, notes_h = _estimate(prep, cfg, split_half=True)
     n = min(P.shape[0], Ph.shape[1])
     out = {
@@ -115,42 +120,125 @@ def analyse(D: np.ndarray, D_fr: np.ndarray, cfg: Any, fixed: dict[str, np.ndarr
         "negative_mass_chord": float(geo.negative_mass(lam)),
         "max_negative_ratio": float(max(0.0, -lam.min()) / lam[0]) if lam[0] > 0 else 0.0,
     })
+    two = geo.classical_mds(D, dim=min(2, n)).coords
+    summary = {"n": n, "geometry": "dense", "r_full": int(full.rank), "r_low": r_low,
+               "E1": rows, "E2": spec, "E3": param_rows(n, cfg, r_low, int(alt.rank)),
+               "smacof_history_ends": [float(hist[0]), float(hist[-1])]}
+    arrays = {"coords_low": np.asarray(low.coords), "coords_full": X,
+              "coords_2d": np.asarray(two), "eigenvalues": lam}
+    return summary, arrays
+
+
+def param_rows(n: int, cfg: Any, r_low: int, r_alt: int) -> dict[str, dict[str, Any]]:
+    """E3: dense ``n d`` against factorised ``r (n + d)`` parameters at the low ranks."""
     params = {}
     for label, d, r, eps in (("paper_d", cfg.sinusoidal_dim, r_low, cfg.eps),
-                             ("paper_d_alt", cfg.sinusoidal_dim, int(alt.rank), cfg.eps_alt),
+                             ("paper_d_alt", cfg.sinusoidal_dim, r_alt, cfg.eps_alt),
                              ("model_d", cfg.d_model, r_low, cfg.eps)):
         dense, fact = geo.param_count(n, d, r)
         params[label] = {"n": n, "d": d, "r": r, "eps": eps, "nd": dense, "r(n+d)": fact,
                          "saving": 1.0 - fact / dense,
                          "break_even_r": geo.break_even_rank(n, d),
                          "gauge_free_dim": fact - r * r}
-    two = geo.classical_mds(D, dim=min(2, n)).coords
-    summary = {"n": n, "r_full": int(full.rank), "r_low": r_low, "E1": rows, "E2": spec,
-               "E3": params, "smacof_history_ends": [float(hist[0]), float(hist[-1])]}
-    arrays = {"coords_low": np.asarray(low.coords), "coords_full": X,
-              "coords_2d": np.asarray(two), "eigenvalues": lam}
-    return summary, arrays
+    return params
 
 
-def trained_stress(D_variants: dict[str, np.ndarray], *, table: np.ndarray | None = None,
-                   distances: np.ndarray | None = None) -> dict[str, dict[str, float]]:
-    """Stress of a trained encoder (table rows or distances) against every ``D`` variant."""
+class DenseTarget:
+    """A dense Hellinger matrix ``D [n, n]`` to compare encodings with."""
+
+    kind = "dense"
+
+    def __init__(self, D: np.ndarray):
+        self.D, self.n = D, int(D.shape[0])
+
+    def head(self, n: int) -> "DenseTarget":
+        return DenseTarget(self.D[:n, :n])
+
+    def stress_of(self, *, table: np.ndarray | None = None,
+                  distances: np.ndarray | None = None) -> dict[str, float]:
+        E = geo.dist_learned(table) if table is not None else distances
+        return stress_pair(self.D, np.asarray(E, np.float64))
+
+
+def as_targets(variants: dict[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """``{variant: target}`` from ``{variant: {"D": ...}}`` (dense), ``{variant: {"P": ...}}``
+    (matrix-free), bare ``D`` arrays, or targets (returned as they are)."""
     out = {}
-    for name, D in D_variants.items():
-        n = D.shape[0]
-        E = geo.dist_learned(table[:n]) if table is not None else distances[:n, :n]
-        out[name] = stress_pair(D, np.asarray(E, np.float64))
+    for name, v in variants.items():
+        if hasattr(v, "stress_of"):
+            out[name] = v
+        elif isinstance(v, dict) and "P" in v:
+            out[name] = RowsTarget(v["P"], cfg)
+        else:
+            out[name] = DenseTarget(np.asarray(v["D"] if isinstance(v, dict) else v))
     return out
+
+
+def trained_stress(targets: dict[str, Any], *, table: np.ndarray | None = None,
+                   distances: np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """Stress of a trained encoder (table rows or distances) against every variant's geometry
+    (dense ``D`` arrays or targets, see :func:`as_targets`)."""
+    out = {}
+    for name, t in as_targets(targets).items():
+        n = t.n
+        out[name] = t.stress_of(table=None if table is None else table[:n],
+                                distances=None if distances is None else distances[:n, :n])
+    return out
+
+
+def geometry_path(cfg: Any, n: int) -> str:
+    """``"dense"`` or ``"matrix_free"`` for ``n`` positions: the ``geometry`` option, where
+    ``"auto"`` is matrix-free when ``n > matrix_free_above`` and the metric has a Gram
+    factorisation (chord, normalized)."""
+    if cfg.geometry != "auto":
+        return cfg.geometry
+    return ("matrix_free" if n > cfg.matrix_free_above and has_gram_factorisation(cfg.metric)
+            else "dense")
+
+
+def geometry_variants(prep: Any, cfg: Any) -> tuple[str, dict[str, dict[str, np.ndarray]], dict]:
+    """``(path, variants, info)``: the geometry of every estimator variant on the chosen path
+    (dense: ``{"D", "D_fr"}`` per variant, :func:`distance_variants`; matrix-free: ``{"P"}``)."""
+    P, N, notes = _estimate(prep, cfg, split_half=False)
+    path = geometry_path(cfg, P.shape[0])
+    if path == "dense":
+        variants, info = distance_variants(prep, cfg, plugin=(P, N, notes))
+    else:
+        if cfg.mds_variant == "split_half":
+            raise ValueError(f"mds_variant='split_half' needs the dense geometry (n = "
+                             f"{P.shape[0]} > matrix_free_above = {cfg.matrix_free_above}); "
+                             "set geometry=dense or mds_variant=plugin")
+        variants, info = matrix_free_variants(prep, P, N, notes, cfg)
+    info["geometry"] = {"path": path, "option": cfg.geometry,
+                        "matrix_free_above": cfg.matrix_free_above,
+                        "matrix_free_k": cfg.matrix_free_k,
+                        "stress_exact_max": cfg.stress_exact_max,
+                        "stress_pairs": cfg.stress_pairs}
+    return path, variants, info
 
 
 def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) -> dict[str, Any]:
     """One cell of the sample-size analysis: stress of MDS (r = 1, 2, 3) and of ALiBi, sinusoidal and
-    RoPE against ``D`` estimated from ``samples`` draws per position (None: exact ``P``)."""
+    RoPE against ``D`` estimated from ``samples`` draws per position (None: exact ``P``).
+
+    Matrix-free (no ``[n, n]`` array) when :func:`geometry_path` says so for
+    ``cfg.sens_positions``; split-half cells then do not exist (see :func:`sensitivity_settings`).
+    """
     from posjax.data.synthetic import sample_distributions, three_regime_corpus
 
     corpus = three_regime_corpus(cfg.sens_positions, cfg.sens_vocab, mixing=cfg.mixing,
                                  alpha=cfg.alpha, seed=cfg.data_seed)
     seed = cfg.data_seed + 1000 * repeat + 17
+    if geometry_path(cfg, cfg.sens_positions) == "matrix_free":
+        if debias != "none":
+            raise ValueError(f"split-half debiasing {not_computed(cfg.sens_positions)}")
+        P = (corpus.P if samples is None else sample_distributions(corpus.P, samples, seed=seed)[0])
+        P = np.asarray(P, np.float64)
+        X = np.asarray(geo.mds_from_distributions(P, 3, metric=cfg.metric,
+                                                  seed=cfg.data_seed).coords, np.float64)
+        fixed = {k: c for k, c in fixed_coordinates(P.shape[0], cfg).items() if k != "nope"}
+        configs = {**{f"mds_r{r}": X[:, :r] for r in (1, 2, 3)}, **fixed}
+        return dict(zip(configs, coords_stress(P, list(configs.values()), cfg)))
     if samples is None:
         D = geo.hellinger_matrix(corpus.P, metric=cfg.metric)
     elif debias == "split_half":
@@ -166,6 +254,18 @@ def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) ->
            for r in (1, 2, 3)}
     out.update({k: stress_pair(D, E) for k, E in fixed_distances(n, cfg).items() if k != "nope"})
     return out
+
+
+def sensitivity_settings(cfg: Any) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
+    """``(settings, path_key)``: the ``(samples, debias)`` cells of the sample-size analysis
+    and the extra cell-key entries of its path (empty for the dense path; on the matrix-free
+    path the split-half cells are left out)."""
+    mf = geometry_path(cfg, cfg.sens_positions) == "matrix_free"
+    settings = [(s, d) for s in cfg.sens_samples
+                for d in (("none",) if s is None or mf else ("none", "split_half"))]
+    key = ({"path": "matrix_free", "k": 3, "stress_exact_max": cfg.stress_exact_max,
+            "stress_pairs": cfg.stress_pairs} if mf else {})
+    return settings, key
 
 
 def summarise_sensitivity(cells: dict[tuple, list[dict]]) -> list[dict[str, Any]]:

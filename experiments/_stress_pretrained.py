@@ -36,21 +36,23 @@ def text_tokenizer(cfg: Any, train_texts, out_dir: str, name: str):
     return wordpiece_tokenizer(train_texts, vocab_size=cfg.tokenizer_vocab, cache_path=cache)
 
 
-def pretrained_e1_rows(cfg: Any, prep: Any, variants: dict[str, dict[str, np.ndarray]]
+def pretrained_e1_rows(cfg: Any, prep: Any, variants: dict[str, Any]
                        ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{variant: {"pretrained": row, ["pretrained_ln": row]}}``: stress (raw and optimal
-    scale) of the checkpoint's table rows against each variant's ``D`` (call under x64)."""
-    from experiments._stress_geometry import trained_stress
+    scale) of the checkpoint's table rows against each variant's geometry (``{"D"}``,
+    ``{"P"}`` or a target of ``_stress_geometry.as_targets``; call under x64)."""
+    from experiments._stress_geometry import as_targets, trained_stress
     from posjax.pretrained import position_table
 
     off = prep.model_offset
+    variants = as_targets(variants, cfg)
     out: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in variants}
     kinds = [("pretrained", False)] + ([("pretrained_ln", True)]
                                        if cfg.pretrained_layernorm else [])
     for key, post_ln in kinds:
         table = np.asarray(position_table(cfg.pretrained, post_layernorm=post_ln), np.float64)
-        n = min(next(iter(variants.values()))["D"].shape[0], table.shape[0] - off)
-        stress = trained_stress({k: v["D"][:n, :n] for k, v in variants.items()},
+        n = min(next(iter(variants.values())).n, table.shape[0] - off)
+        stress = trained_stress({k: t.head(n) for k, t in variants.items()},
                                 table=table[off:off + n])
         for v, s in stress.items():
             out[v][key] = {**s, "rank": table.shape[1], "checkpoint": str(cfg.pretrained),

@@ -62,29 +62,34 @@ def pe_param_count(model) -> int:
     return int(sum(np.size(x) for x in jax.tree.leaves(state)))
 
 
-def _trained_geometry(model, pe: str, prep: Any, D_variants: dict[str, np.ndarray]):
-    """Stress of the trained table (learned, mds) or bias (t5) against every ``D`` variant."""
+def _trained_geometry(model, pe: str, prep: Any, targets: dict[str, Any]):
+    """Stress of the trained table (learned, mds) or bias (t5) against every variant's geometry
+    (``targets``: dense ``D`` arrays or the targets of ``_stress_geometry.as_targets``)."""
     import posjax.geometry as geo
 
-    from experiments._stress_geometry import trained_stress
+    from experiments._stress_geometry import as_targets, trained_stress
 
-    if pe not in ("learned", "mds", "t5") or not D_variants:
+    if pe not in ("learned", "mds", "t5") or not targets:
         return None
+    targets = as_targets(targets)
     module = model.transformer.pe
     off = prep.model_offset
-    n = min(next(iter(D_variants.values())).shape[0], module_len(model) - off)
-    Ds = {k: D[:n, :n] for k, D in D_variants.items()}
+    n = min(next(iter(targets.values())).n, module_len(model) - off)
+    heads = {k: t.head(n) for k, t in targets.items()}
     with jax.enable_x64(True):
         if pe == "learned":
             table = np.asarray(module.embedding[...], np.float64)[off:off + n]
-            return trained_stress(Ds, table=table)
+            return trained_stress(heads, table=table)
         if pe == "mds":
             table = np.asarray(module.full_table(), np.float64)[off:off + n]
-            return trained_stress(Ds, table=table)
+            return trained_stress(heads, table=table)
         if pe == "t5":
+            if any(t.kind == "matrix_free" for t in heads.values()):
+                raise ValueError(f"T5 stress not computed at n = {n} (matrix-free): a bias "
+                                 "has distances but no coordinates")
             E = np.asarray(geo.encoding_distances("t5", module_len(model), module=module),
                            np.float64)[off:off + n, off:off + n]
-            return trained_stress(Ds, distances=E)
+            return trained_stress(heads, distances=E)
 
 
 def module_len(model) -> int:
@@ -92,7 +97,7 @@ def module_len(model) -> int:
 
 
 def train_cell(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray | None,
-               D_variants: dict[str, np.ndarray], out_dir: str) -> dict[str, Any]:
+               targets: dict[str, Any], out_dir: str) -> dict[str, Any]:
     """Train one (PE, seed) encoder and return its E4 row (JSON-ready).
 
     With ``cfg.checkpoint_every > 0`` the run checkpoints under
@@ -123,7 +128,7 @@ def train_cell(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray |
     if pe == "mds":
         row["mds_rank"] = int(model.transformer.pe.rank)
     try:
-        row["trained_stress"] = _trained_geometry(model, pe, prep, D_variants)
+        row["trained_stress"] = _trained_geometry(model, pe, prep, targets)
     except ValueError as e:  # a PE whose geometry cannot be read is reported, not fatal
         row["trained_stress"] = None
         row["trained_stress_error"] = str(e)

@@ -16,13 +16,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import jax
 
 from experiments import _stress_geometry as G
 from experiments import _stress_report as R
 from experiments._stress_data import prepare
+from experiments._stress_matrix_free import (analyse_matrix_free, fixed_coordinates,
+                                              has_gram_factorisation, not_computed)
 from experiments._stress_train import E4_ENCODINGS, train_cell
 from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
                                 run_cli, versions, write_json)
@@ -32,6 +34,10 @@ DATASETS = ("synthetic", "sst2", "imdb", "text")
 # encodings, or changing the checkpoint interval, keeps the finished cells.
 _NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodings",
                 "checkpoint_every", "sens_samples", "sens_repeats")
+# Options of the geometry path: part of the E4 cell salt only when the matrix-free path ran (the
+# dense path's cells do not depend on them, so runs stored before they existed stay valid).
+_PATH_OPTIONS = ("geometry", "matrix_free_above", "matrix_free_k", "stress_exact_max",
+                 "stress_pairs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +50,11 @@ class StressConfig:
     r_eps, energy rule); stresses are Eq. (4) without square root, reported both raw and at the
     optimal scale (raw is the primary number for MDS rows, sigma* for all others);
     ``sinusoidal_dim``/``rope_head_dim``/``rope_mode``/``alibi_scale`` (adapters, docs/interpretations.md);
-    ``smacof_*``. Synthetic corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``,
-    ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
+    ``smacof_*``. Geometry path: ``geometry`` (``"auto"``: dense up to ``matrix_free_above``
+    positions, matrix-free above; ``"dense"``; ``"matrix_free"``), ``matrix_free_k`` (top-k
+    eigenpairs of B), ``stress_exact_max`` and ``stress_pairs`` (exact streamed stress up to that
+    n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic
+    corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``, ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
     sizes, ``pooling``, optimiser, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
     variant of D it is built from).
     """
@@ -72,6 +81,12 @@ class StressConfig:
     alibi_heads: int = 12
     smacof_max_iter: int = 300
     smacof_tol: float | None = None  # None: 4 ulps of the data dtype (see geometry.smacof)
+    # dense n x n geometry or matrix-free (experiments/_stress_matrix_free.py)
+    geometry: Literal["auto", "dense", "matrix_free"] = "auto"
+    matrix_free_above: int = 4096       # auto: matrix-free when n > this
+    matrix_free_k: int = 64             # top-k eigenpairs of B on the matrix-free path
+    stress_exact_max: int = 8192        # matrix-free stress exact (streamed) up to this n
+    stress_pairs: int = 200_000         # else estimated from this many sampled pairs (95 % CI)
     # synthetic corpus and task
     num_positions: int | None = 128
     vocab_size: int = 2000
@@ -133,6 +148,20 @@ class StressConfig:
                              f"{self.mds_variant!r}")
         if self.mds_variant == "exact" and self.dataset != "synthetic":
             raise ValueError("mds_variant='exact' exists only for the synthetic dataset")
+        if self.geometry not in ("auto", "dense", "matrix_free"):
+            raise ValueError(f"geometry must be auto, dense or matrix_free, got {self.geometry!r}")
+        for key in ("matrix_free_above", "matrix_free_k", "stress_exact_max"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.stress_pairs < 2:
+            raise ValueError(f"stress_pairs must be >= 2, got {self.stress_pairs}")
+        if self.geometry == "matrix_free":
+            if not has_gram_factorisation(self.metric):
+                raise ValueError(f"geometry='matrix_free' needs the chord or normalized metric "
+                                 f"(B of {self.metric!r} has no Gram factorisation)")
+            if self.mds_variant == "split_half":
+                raise ValueError("mds_variant='split_half' needs geometry='dense' (split-half "
+                                 "debiasing is not computed matrix-free)")
         if self.pooling not in ("cls", "mean", "last"):
             raise ValueError(f"pooling must be cls, mean or last, got {self.pooling!r}")
 
@@ -192,8 +221,12 @@ def make_config(dataset: str, *, quick: bool = False, preset: str | None = None,
     return StressConfig(dataset=dataset, mode=mode, **{**PRESETS[(dataset, mode)], **overrides})
 
 
-def _salt(cfg: StressConfig, keys: Sequence[str] | None = None) -> dict[str, Any]:
-    rec = {k: v for k, v in cfg.record().items() if k not in _NOT_RESULTS}
+def _salt(cfg: StressConfig, keys: Sequence[str] | None = None, path: str = "dense"
+          ) -> dict[str, Any]:
+    drop = _NOT_RESULTS + (_PATH_OPTIONS if path == "dense" else ())
+    rec = {k: v for k, v in cfg.record().items() if k not in drop}
+    if path != "dense":
+        rec["geometry_path"] = path
     return rec if keys is None else {k: rec[k] for k in keys}
 
 
@@ -202,14 +235,15 @@ def _sensitivity(cfg: StressConfig, out_dir: str, log) -> list[dict]:
         "metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
         "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads"))})
     cells: dict[tuple, list[dict]] = {}
-    for samples in cfg.sens_samples:
-        for debias in (("none",) if samples is None else ("none", "split_half")):
-            reps = 1 if samples is None else cfg.sens_repeats
-            cells[(samples, debias)] = [
-                store.compute({"samples": samples, "debias": debias, "repeat": k},
-                              lambda s=samples, d=debias, k=k: G.sensitivity_cell(cfg, s, d, k))
-                for k in range(reps)]
-    log(f"sensitivity: {len(cells)} settings done")
+    settings, path_key = G.sensitivity_settings(cfg)
+    for samples, debias in settings:
+        reps = 1 if samples is None else cfg.sens_repeats
+        cells[(samples, debias)] = [
+            store.compute({"samples": samples, "debias": debias, "repeat": k, **path_key},
+                          lambda s=samples, d=debias, k=k: G.sensitivity_cell(cfg, s, d, k))
+            for k in range(reps)]
+    log(f"sensitivity: {len(cells)} settings done"
+        + (" (matrix-free: no split-half cells)" if path_key else ""))
     return G.summarise_sensitivity(cells)
 
 
@@ -223,20 +257,25 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     with jax.enable_x64(True):
-        variants, ginfo = G.distance_variants(prep, cfg)
+        path, variants, ginfo = G.geometry_variants(prep, cfg)
         n = ginfo["n"]
-        fixed = G.fixed_distances(n, cfg)
         summaries, arrays = {}, {}
-        for name, v in variants.items():
-            summaries[name], arrays[name] = G.analyse(v["D"], v["D_fr"], cfg, fixed)
+        if path == "dense":
+            fixed = G.fixed_distances(n, cfg)
+            for name, v in variants.items():
+                summaries[name], arrays[name] = G.analyse(v["D"], v["D_fr"], cfg, fixed)
+        else:
+            fixed = fixed_coordinates(n, cfg)
+            for name, v in variants.items():
+                summaries[name], arrays[name] = analyse_matrix_free(v["P"], cfg, fixed)
     timing["geometry"] = time.perf_counter() - t0
-    log(f"geometry: n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
+    log(f"geometry ({path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
         f"{ginfo['N_i']['median']:.0f}/{ginfo['N_i']['max']:.0f}, "
         f"r_low={summaries['plugin']['r_low']} ({timing['geometry']:.1f} s)")
 
     t0 = time.perf_counter()
-    store = CellStore(out_dir, {"part": "E4", **_salt(cfg)})
-    D_for_trained = {k: v["D"] for k, v in variants.items()}
+    store = CellStore(out_dir, {"part": "E4", **_salt(cfg, path=path)})
+    targets = G.as_targets(variants, cfg)
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
     e4_rows = []
     if prep.train is None:
@@ -246,7 +285,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
             found = store.get({"pe": pe, "seed": seed})
             row = found if found is not None else store.put(
                 {"pe": pe, "seed": seed},
-                train_cell(cfg, prep, pe, seed, mds_coords, D_for_trained, out_dir))
+                train_cell(cfg, prep, pe, seed, mds_coords, targets, out_dir))
             e4_rows.append(row)
             how = "stored" if found is not None else f"{row['seconds']:.1f} s"
             log(f"E4 {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
@@ -260,10 +299,15 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                      if r["pe"] == pe and r.get("trained_stress")]
                for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
     e1 = {v: R.e1_entries(summaries[v], trained, v) for v in variants}
+    if path == "matrix_free":  # trained encoders whose stress needs distances: say so
+        for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5")):
+            for v in e1:
+                if any(r["pe"] == pe for r in e4_rows) and key not in e1[v]:
+                    e1[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
     if cfg.pretrained:
         from experiments._stress_pretrained import pretrained_e1_rows
         with jax.enable_x64(True):
-            for v, rows in pretrained_e1_rows(cfg, prep, variants).items():
+            for v, rows in pretrained_e1_rows(cfg, prep, targets).items():
                 e1[v].update(rows)
     e4 = R.e4_summary(e4_rows)
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
@@ -286,6 +330,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
             "min_count": cfg.min_count,
             "rank_rule": {"full": ["threshold", cfg.tau], "low": ["energy", cfg.eps],
                           "low_alt": ["energy", cfg.eps_alt]},
+            "geometry": ginfo["geometry"],
             "debias_variants": list(variants), "N_i": ginfo["N_i"],
             "N_i_per_half": ginfo["N_i_per_half"], "n": n,
             "adapters": {"sinusoidal_dim": cfg.sinusoidal_dim, "rope_head_dim": cfg.rope_head_dim,
@@ -305,7 +350,8 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
         "E4": {"rows": e4_rows, "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
                                             for pe, s in e4.items()},
                "bayes_accuracy": ceiling},
-        "sensitivity": {"rows": sens_rows, "spec_toy": {str(k): v for k, v in G.SPEC_TOY.items()}},
+        "sensitivity": {"rows": sens_rows, "geometry": G.geometry_path(cfg, cfg.sens_positions),
+                        "spec_toy": {str(k): v for k, v in G.SPEC_TOY.items()}},
         "claims": claim_list, "timing_s": timing, "files": files,
     }
     write_json(os.path.join(out_dir, "results.json"), results)

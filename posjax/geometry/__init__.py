@@ -18,6 +18,7 @@ NNX module lives in :mod:`posjax.encodings.mds` (registered as ``"mds"``).
 from posjax.geometry.adapters import (alibi_mean_slope, dist_alibi, dist_bias, dist_learned,
                                       dist_mds, dist_nope, dist_rope, dist_sinusoidal,
                                       encoding_distances)
+from posjax.geometry.encoding_coords import COORDINATE_ENCODINGS, encoding_coordinates
 from posjax.geometry.diagnostics import (dct_alignment, dct_modes, ramp_alignment,
                                          shift_invariance_score, spectrum_report)
 from posjax.geometry.distributions import counts_summary, positional_distributions
@@ -51,7 +52,7 @@ __all__ = [
     "topk_spectrum_report", "SqrtRows", "sqrt_rows", "sqrt_rows_from_counts", "sample_pairs",
     "pair_stress_estimate",
     # adapters
-    "encoding_distances", "dist_mds", "dist_learned", "dist_sinusoidal", "dist_rope",
+    "encoding_distances", "encoding_coordinates", "COORDINATE_ENCODINGS", "dist_mds", "dist_learned", "dist_sinusoidal", "dist_rope",
     "dist_alibi", "dist_bias", "dist_nope", "alibi_mean_slope",
     # low rank
     "low_rank_factors", "lift_to_width", "lift_matrix", "param_count", "break_even_rank",

@@ -195,17 +195,22 @@ def dist_alibi(num_positions: int, *, scale: Any = None, num_heads: int | None =
       positions: optional ``[n]`` positions (default ``0..n-1``).
     """
     pos = _positions(num_positions, positions)
+    s = alibi_scale(scale, num_heads)
+    return _alibi(pos, jnp.asarray(s, jnp.result_type(float)), n=num_positions)
+
+
+def alibi_scale(scale: Any, num_heads: int | None = None) -> float:
+    """The factor ``s`` of ALiBi's distance ``s |p_i - p_j|``: 1 for None, a number, or
+    ``"mean_slope"`` (:func:`alibi_mean_slope` of ``num_heads``)."""
     if scale is None:
-        s = 1.0
-    elif isinstance(scale, str):
+        return 1.0
+    if isinstance(scale, str):
         if scale != "mean_slope":
             raise ValueError(f"ALiBi scale must be None, a number or 'mean_slope', got {scale!r}")
         if num_heads is None:
             raise ValueError("ALiBi scale='mean_slope' needs num_heads")
-        s = alibi_mean_slope(num_heads)
-    else:
-        s = float(scale)
-    return _alibi(pos, jnp.asarray(s, jnp.result_type(float)), n=num_positions)
+        return alibi_mean_slope(num_heads)
+    return float(scale)
 
 
 @functools.partial(jax.jit, static_argnames=("n",))

@@ -39,6 +39,9 @@ def test_results_json_has_every_table_and_option(tiny_run):
     for key in ("metric", "stress_scale", "special_tokens", "rank_rule", "N_i", "pad_mode"):
         assert key in it, key
     assert it["N_i"] == {"min": 400.0, "median": 400.0, "max": 400.0}
+    # n = 12 is below the matrix-free threshold: the auto option ran the dense path
+    assert it["geometry"]["path"] == "dense" and it["geometry"]["option"] == "auto"
+    assert "Dense: the n x n Hellinger matrix" in open(os.path.join(out, "report.md")).read()
     assert set(saved["E1"]) == {"plugin", "split_half", "exact"}
     rows = saved["E1"]["plugin"]
     for key in ("mds_full", "mds_low", "mds_smacof", "learned", "sinusoidal", "rope", "alibi",

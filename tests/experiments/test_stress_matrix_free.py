@@ -1,0 +1,264 @@
+"""The stress experiment's matrix-free geometry path: which path runs, and agreement of its
+E1/E2/E3 with the dense path at a small n (float64)."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `experiments`
+
+import posjax.geometry as geo
+from experiments import _stress_geometry as G
+from experiments import _stress_matrix_free as MF
+from experiments import stress_table as st
+from experiments._stress_data import Prepared
+from posjax.data.synthetic import sample_distributions, three_regime_corpus
+
+N, V = 64, 300
+SMALL = dict(num_positions=N, vocab_size=V, matrix_free_above=32, smacof_max_iter=5,
+             sinusoidal_dim=32, rope_head_dim=16, alibi_scale="mean_slope", eps_alt=1e-2)
+
+
+@pytest.fixture(scope="module")
+def plugin_P():
+    """A plug-in estimate of the three-regime corpus (noisy, so B is full rank)."""
+    corpus = three_regime_corpus(N, V, seed=0)
+    P, _ = sample_distributions(corpus.P, 2000, seed=1)
+    return np.asarray(P, np.float64)
+
+
+def test_auto_picks_dense_below_and_matrix_free_above_the_threshold():
+    cfg = st.make_config("synthetic", quick=True, **SMALL)
+    assert G.geometry_path(cfg, 32) == "dense"
+    assert G.geometry_path(cfg, 33) == "matrix_free"
+    assert G.geometry_path(cfg.__class__(**{**cfg.record(), "geometry": "dense"}), 64) == "dense"
+    # a metric without a Gram factorisation stays dense under auto, and cannot be forced
+    assert G.geometry_path(st.make_config("synthetic", quick=True, **{**SMALL,
+                                                                      "metric": "fr_arc"}), 64) == "dense"
+    with pytest.raises(ValueError, match="Gram factorisation"):
+        st.make_config("synthetic", quick=True, metric="fr_arc", geometry="matrix_free")
+    with pytest.raises(ValueError, match="geometry must be"):
+        st.make_config("synthetic", quick=True, geometry="sparse")
+    with pytest.raises(ValueError, match="split_half"):
+        st.make_config("synthetic", quick=True, geometry="matrix_free", mds_variant="split_half")
+
+
+def test_cli_types_the_geometry_option(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        st.run_cli(st.main, ["--set", "geometry=sparse", "--out", str(tmp_path)])
+    msg = str(e.value)
+    assert "expected one of ['auto', 'dense', 'matrix_free']" in msg and "\n" not in msg
+    with pytest.raises(SystemExit) as e:
+        st.run_cli(st.main, ["--set", "matrix_free_k=0", "--out", str(tmp_path)])
+    assert "matrix_free_k must be >= 1" in str(e.value)
+
+
+@pytest.mark.parametrize("threshold,path", [(32, "matrix_free"), (64, "dense")])
+def test_geometry_variants_follow_the_path(threshold, path):
+    cfg = st.make_config("synthetic", quick=True, **{**SMALL, "num_positions": N,
+                                                     "matrix_free_above": threshold,
+                                                     "samples_per_position": 50})
+    corpus = three_regime_corpus(N, V, 50, seed=0)
+    toks = np.asarray(corpus.tokens, np.int32)
+    prep = Prepared(toks, np.full(len(toks), N, np.int32), None, V, np.asarray(corpus.P),
+                    None, None, 2, 0, {})
+    with jax.enable_x64(True):
+        got, variants, info = G.geometry_variants(prep, cfg)
+    assert got == path and info["geometry"]["path"] == path and info["n"] == N
+    if path == "dense":
+        assert set(variants) == {"plugin", "split_half", "exact"}
+        assert variants["plugin"]["D"].shape == (N, N)
+    else:
+        assert set(variants) == {"plugin", "exact"}
+        assert variants["plugin"]["P"].shape == (N, V)
+        assert info["split_half"].startswith("not computed at n = 64")
+
+
+def _rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+@pytest.fixture(scope="module")
+def both_paths(plugin_P):
+    """The dense analysis of D = hellinger_matrix(P) and the matrix-free analysis of P."""
+    cfg = st.make_config("synthetic", quick=True, **SMALL)
+    P = plugin_P
+    with jax.enable_x64(True):
+        D = np.asarray(geo.hellinger_matrix(P, metric=cfg.metric), np.float64)
+        D_fr = np.asarray(geo.hellinger_matrix(P, metric="fr_arc"), np.float64)
+        dense, _ = G.analyse(D, D_fr, cfg, G.fixed_distances(N, cfg))
+        mf, _ = MF.analyse_matrix_free(P, cfg, MF.fixed_coordinates(N, cfg))
+        # MDS at k against the dense MDS at the same dimension
+        ref_k = G.stress_pair(D, geo.dist_mds(geo.classical_mds(D, dim=mf["k"]).coords))
+    return cfg, dense, mf, ref_k
+
+
+def test_matrix_free_e1_rows_equal_dense_rows(both_paths, plugin_P):
+    cfg, dense, mf, ref_k = both_paths
+    P = plugin_P
+    k = mf["k"]
+    assert k == min(cfg.matrix_free_k, N - 1) and mf["geometry"] == "matrix_free"
+    for key in ("mds_low", "mds_low_alt"):
+        assert mf["E1"][key]["rank"] == dense["E1"][key]["rank"]
+        assert mf["E1"][key]["energy_target_reached"] is True
+    for key in ("mds_low", "mds_low_alt", "sinusoidal", "rope", "alibi", "nope"):
+        assert mf["E1"][key]["method"] == "exact"
+        for s in ("raw", "optimal"):
+            assert _rel(mf["E1"][key][s], dense["E1"][key][s]) < 1e-6, (key, s)
+    for s in ("raw", "optimal"):
+        assert abs(mf["E1"]["mds_k"][s] - ref_k[s]) < 1e-6 * max(ref_k[s], 1e-12)
+    # the alibi raw stress depends on the mean-slope scale: a unit-scale configuration differs
+    with jax.enable_x64(True):
+        unit = geo.stress_from_distributions(P, np.arange(N, dtype=float))
+    assert _rel(unit, mf["E1"]["alibi"]["raw"]) > 0.1
+    assert mf["E1"]["mds_smacof"]["raw"].startswith("not computed")
+    assert "mds_full" not in mf["E1"] and "mds_full" in dense["E1"]
+
+
+def test_matrix_free_e2_e3_equal_dense(both_paths):
+    _, dense, mf, _ = both_paths
+    assert mf["E2"]["r_eps"]["0.01"] == dense["E2"]["r_eps"]["0.01"]
+    assert mf["E2"]["r_eps"]["0.001"] == dense["E2"]["r_eps"]["0.001"]
+    np.testing.assert_allclose(mf["E2"]["top_normalized"], dense["E2"]["top_normalized"],
+                               rtol=1e-6)
+    assert _rel(mf["E2"]["lambda1_share"], dense["E2"]["lambda1_share"]) < 1e-6
+    np.testing.assert_allclose(mf["E2"]["dct_alignment"], dense["E2"]["dct_alignment"],
+                               rtol=1e-6)
+    for label, row in mf["E3"].items():
+        row = dict(row)
+        assert row.pop("energy_target_reached") is True
+        assert row == dense["E3"][label]
+    for key in ("erank", "sis", "negative_mass_fr_arc"):
+        assert mf["E2"][key] == "not computed at n = 64 (matrix-free)"
+
+
+def test_energy_target_beyond_k_is_reported(plugin_P):
+    """With k below r_eps the rows use r = k and every table says the target was not reached."""
+    from experiments import _stress_report as R
+
+    cfg = st.make_config("synthetic", quick=True, **{**SMALL, "matrix_free_k": 3})
+    with jax.enable_x64(True):
+        mf, _ = MF.analyse_matrix_free(plugin_P, cfg, MF.fixed_coordinates(N, cfg))
+    assert mf["k"] == 3 and mf["r_low"] == 3
+    assert mf["E1"]["mds_low"]["energy_target_reached"] is False
+    assert mf["E2"]["r_eps"]["0.001"] == ">3" and mf["E2"]["captured"] < 0.999
+    assert any("not reached within k = 3" in note for note in mf["notes"])
+    assert mf["E3"]["paper_d"]["energy_target_reached"] is False
+    assert "> 3 (r_ε beyond k" in R.e3_table({"plugin": mf})
+    claims = R.claims({"plugin": mf["E1"]}, {"plugin": mf}, {}, cfg, None)
+    low = [c for c in claims if c["claim"].startswith("low-rank MDS")]
+    assert low and all(c["verdict"].startswith("inconclusive") for c in low)
+    full = [c for c in claims if c["claim"].startswith("MDS stress ≈ 0")]
+    assert full[0]["verdict"] == "not computed at n = 64 (matrix-free)"
+
+
+def test_trained_table_stress_equal_on_both_targets(plugin_P):
+    cfg = st.make_config("synthetic", quick=True, **SMALL)
+    table = np.random.default_rng(0).normal(size=(N + 5, 6))
+    with jax.enable_x64(True):
+        D = np.asarray(geo.hellinger_matrix(plugin_P), np.float64)
+        dense = G.trained_stress({"plugin": D}, table=table)["plugin"]
+        mf = G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg),
+                              table=table)["plugin"]
+        with pytest.raises(ValueError, match="not computed at n = 64"):
+            G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg),
+                             distances=np.zeros((N, N)))
+    for s in ("raw", "optimal"):
+        assert _rel(mf[s], dense[s]) < 1e-6
+
+
+def test_sampled_pairs_bracket_the_exact_stress(plugin_P):
+    """Above stress_exact_max the rows are sampled-pair estimates whose intervals cover the
+    exact values (within 2 half-widths, a margin fixed before the run); a wrong target (the
+    exact value of another encoding) lies far outside."""
+    cfg = st.make_config("synthetic", quick=True, **SMALL)
+    cfg_s = cfg.__class__(**{**cfg.record(), "stress_exact_max": 16, "stress_pairs": 4000})
+    fixed = MF.fixed_coordinates(N, cfg)
+    with jax.enable_x64(True):
+        exact = MF.coords_stress(plugin_P, list(fixed.values()), cfg)
+        est = MF.coords_stress(plugin_P, list(fixed.values()), cfg_s)
+    by = dict(zip(fixed, zip(exact, est)))
+    for name, (ex, es) in by.items():
+        assert es["method"] == "sampled_pairs" and es["pairs"] == 4000
+        for s in ("raw", "optimal"):
+            lo, hi = es["ci"][s]
+            h = (hi - lo) / 2
+            assert abs(es[s] - ex[s]) <= 2 * h + 1e-12, (name, s)
+    lo, hi = by["rope"][1]["ci"]["optimal"]
+    assert not lo <= by["alibi"][0]["optimal"] <= hi
+
+
+@pytest.fixture(scope="module")
+def mf_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("stress_mf"))
+    cfg = st.make_config("synthetic", quick=True, num_positions=12, vocab_size=40,
+                         samples_per_position=300, train_examples=32, test_examples=16,
+                         batch_size=8, steps=2, d_model=8, num_heads=2, num_layers=1, d_ff=16,
+                         seeds=1, encodings=(), sens_positions=8, sens_vocab=20,
+                         sens_samples=(), matrix_free_above=8)
+    return out, st.run(cfg, out, log=lambda *_: None)
+
+
+def test_run_reports_the_matrix_free_path(mf_run):
+    out, res = mf_run
+    with open(os.path.join(out, "results.json")) as f:
+        saved = json.load(f)
+    g = saved["interpretation"]["geometry"]
+    assert g["path"] == "matrix_free" and g["option"] == "auto" and g["matrix_free_above"] == 8
+    assert set(saved["E1"]) == {"plugin", "exact"}
+    rows = saved["E1"]["plugin"]
+    assert {"mds_k", "mds_low", "sinusoidal", "rope", "alibi", "nope"} <= set(rows)
+    assert "mds_full" not in rows
+    assert rows["nope"]["raw"] == 1.0 and rows["mds_low"]["method"] == "exact"
+    assert saved["E2"]["plugin"]["erank"] == "not computed at n = 12 (matrix-free)"
+    report = open(os.path.join(out, "report.md")).read()
+    assert "## Geometry path" in report and "Matrix-free (option `geometry=auto`" in report
+    assert "not computed at n = 12 (matrix-free)" in report
+    assert not os.path.exists(os.path.join(out, "hellinger_heatmap.png"))
+    assert saved["sensitivity"]["geometry"] == "dense"  # its own n = 8 is not above 8
+
+
+def test_e4_cell_salt_depends_on_the_path_options_only_when_matrix_free():
+    a = st.make_config("synthetic", quick=True)
+    b = st.make_config("synthetic", quick=True, matrix_free_above=8, matrix_free_k=5,
+                       stress_pairs=10)
+    # dense cells stored before these options existed keep their key
+    assert st._salt(a) == st._salt(b) and "geometry" not in st._salt(a)
+    mf_a, mf_b = st._salt(a, path="matrix_free"), st._salt(b, path="matrix_free")
+    assert mf_a != mf_b and mf_a["geometry_path"] == "matrix_free"
+    assert mf_a != st._salt(a)
+
+
+SENS = dict(sens_positions=40, sens_vocab=60, sinusoidal_dim=16, rope_head_dim=8,
+            sens_samples=(None, 500))
+
+
+def test_sensitivity_settings_follow_the_path():
+    """Above the threshold the sample-size analysis has no split-half setting and its cells are
+    keyed by the matrix-free options; below it the keys are those of the dense cells."""
+    dense_cfg = st.make_config("synthetic", quick=True, **SENS)
+    mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
+    assert G.sensitivity_settings(dense_cfg) == ([(None, "none"), (500, "none"),
+                                                  (500, "split_half")], {})
+    settings, key = G.sensitivity_settings(mf_cfg)
+    assert settings == [(None, "none"), (500, "none")] and key["path"] == "matrix_free"
+
+
+@pytest.mark.slow
+def test_sensitivity_cell_matrix_free_equals_dense():
+    """A matrix-free sample-size cell equals the dense one at the same n."""
+    dense_cfg = st.make_config("synthetic", quick=True, **SENS)
+    mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
+    with jax.enable_x64(True):
+        d = G.sensitivity_cell(dense_cfg, 500, "none", 0)
+        m = G.sensitivity_cell(mf_cfg, 500, "none", 0)
+        with pytest.raises(ValueError, match="not computed at n = 40"):
+            G.sensitivity_cell(mf_cfg, 500, "split_half", 0)
+    assert set(d) == set(m)
+    for k in d:
+        for s in ("raw", "optimal"):
+            assert _rel(m[k][s], d[k][s]) < 1e-6, (k, s)
