@@ -20,8 +20,11 @@ differs between a batched and an unbatched program, into steps of size ~lr.)
 ``profile`` explains the ratio: the compute of one ``train`` step and of one ensemble step per
 strategy (each step called directly and waited for), the FLOPs of one member's step, ``train``'s
 per-step time inside its loop (``sequential_s / (members * steps)``), the host overhead that
-leaves (loop minus compute), and ``speedup_bound``: the loop's per-step time over the best
-ensemble compute per member, the most an ensemble that only removes per-step host work can reach.
+leaves (loop minus compute), ``compute_ratio`` (one ``train`` step's compute over the best
+ensemble compute per member: what running the members together saves in compute) and
+``speedup_bound``: the loop's per-step time over the best ensemble compute per member, the most
+the ensemble can reach. The profile runs after the timed runs, so on a shared machine its load
+(``profile.load_average``) may differ from theirs (``load_average``).
 """
 from __future__ import annotations
 
@@ -99,6 +102,7 @@ def profile(make, loss, batches, base, seeds, repeats: int = 20) -> dict:
         out[f"ensemble_step_ms[{name}]"] = ms
         out[f"ensemble_per_member_ms[{name}]"] = ms / m
     out["train_gflops_per_s"] = out["flops_per_member_step"] / out["train_step_ms"] / 1e6
+    out["load_average"] = list(os.getloadavg())
     return out
 
 
@@ -141,6 +145,7 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
     ensemble(2, vectorize=not auto)
     sequential(2)
     warm_s = time.perf_counter() - t0
+    load_start = list(os.getloadavg())
     t0 = time.perf_counter()
     seq_models = sequential(steps)
     seq_s = time.perf_counter() - t0
@@ -151,13 +156,14 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
     ensemble(steps, vectorize=not auto)
     other_s = time.perf_counter() - t0
 
+    load_timed = list(os.getloadavg())
     prof = profile(make, loss, [ArrayBatches(data, cfg.batch_size, seed=s) for s in seeds], base,
                    seeds)
     loop_ms = seq_s / (members * steps) * 1e3
     best = min(v for k, v in prof.items() if k.startswith("ensemble_per_member_ms"))
     prof.update({"train_loop_step_ms": loop_ms,
                  "train_host_overhead_ms": loop_ms - prof["train_step_ms"],
-                 "speedup_bound": loop_ms / best})
+                 "compute_ratio": prof["train_step_ms"] / best, "speedup_bound": loop_ms / best})
     prof = {k: round(v, 4) if isinstance(v, float) and v < 1e6 else v for k, v in prof.items()}
 
     def max_diff(all_params):
@@ -176,7 +182,8 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
                                "speedup": round(seq_s / other_s, 3)},
             "profile": prof, "warmup_s": round(warm_s, 3), "backend": jax.default_backend(),
             "device": str(jax.devices()[0].device_kind), "cpus": os.cpu_count(),
-            "load_average": list(os.getloadavg()), "python": platform.python_version(),
+            "load_average": {"before_timing": load_start, "after_timing": load_timed},
+            "python": platform.python_version(),
             "jax": jax.__version__}
 
 
