@@ -89,8 +89,9 @@ def _traced_config(config: TrainConfig, learning_rate: jax.Array, weight_decay: 
 
 def _over_members(fn: Callable, in_axes: tuple, vectorize: bool) -> Callable:
     """``fn`` applied to every member: ``jax.vmap`` (one batched program), or ``jax.lax.map``
-    (the members one after another inside one compiled program; faster on XLA:CPU, whose
-    batched small matrix products are slower than a loop of plain ones)."""
+    (the members one after another inside one compiled program; faster on XLA:CPU, where a
+    small model's step is bound by its kernels, so batching saves no compute per member, and
+    the batched activations of many members fall out of the cache, see ``docs/ensembles.md``)."""
     if vectorize:
         return jax.vmap(fn, in_axes=in_axes)
     mapped = [i for i, ax in enumerate(in_axes) if ax == 0]
@@ -237,15 +238,16 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
       mesh: optional mesh (:func:`posjax.distributed.make_mesh`) whose ``"data"`` axis splits
         the members: each device trains ``len(members) / data`` whole members (with the
         ``vectorize`` strategy) on their own batches; a shared ``batches`` is replicated, other
-        mesh axes hold replicas. The member count must be a multiple of the ``"data"`` size.
-        None: the default device.
+        mesh axes hold replicas. The member count must be a multiple of the ``"data"`` size;
+        the mesh's devices must belong to this process. None: the default device.
       eval_fn: ``model -> metrics`` for each member, every ``eval_every`` steps and at the end.
       run_config: extra configuration recorded in ``config.json``.
       desc: progress-bar label.
       vectorize: True: ``jax.vmap`` over members (one batched program; the default on GPU/TPU);
         False: ``jax.lax.map`` over members inside the one compiled step (the default on CPU,
-        where XLA's batched small matrix products are slower than a loop of plain ones, see
-        ``benchmarks/ensemble.py``). Both give each member the updates of ``train``.
+        where the batched step costs as much per member and, with many members, more: its
+        activations no longer fit in the cache; measured by ``benchmarks/ensemble.py``, see
+        ``docs/ensembles.md``). Both give each member the updates of ``train``.
       resume: "auto", "must" or "never", as for :func:`posjax.training.train`.
 
     Returns:
@@ -297,6 +299,9 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
         if "data" not in mesh.shape:
             raise ValueError(f"the mesh needs a 'data' axis to split the members over, got axes "
                              f"{tuple(mesh.shape)}")
+        if any(d.process_index != jax.process_index() for d in mesh.devices.flat):
+            raise ValueError("train_ensemble's mesh must hold only this process's devices "
+                             "(multi-process ensembles are not supported)")
         size = mesh.shape["data"]
         if len(members) % size:
             raise ValueError(f"{len(members)} members cannot be split over a 'data' axis of "

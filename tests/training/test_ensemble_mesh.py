@@ -10,14 +10,11 @@ differently).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-5
 MEMBERS = [{"seed": 0, "std": 0.1}, {"seed": 1, "std": 0.5},
            {"seed": 2, "std": 0.2, "learning_rate": 1e-2, "weight_decay": 0.1},
@@ -116,12 +113,9 @@ def run_checks(full: bool = False) -> dict:
 
 # --- the tests ----------------------------------------------------------------------------------
 def _run(*flags: str) -> dict:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *flags], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from tests.distributed._sharded_run import run_on_fake_devices
+
+    return run_on_fake_devices(__file__, *flags, devices=4)
 
 
 @pytest.fixture(scope="module")
