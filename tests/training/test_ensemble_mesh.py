@@ -113,9 +113,16 @@ def run_checks(full: bool = False) -> dict:
 
 # --- the tests ----------------------------------------------------------------------------------
 def _run(*flags: str) -> dict:
-    from tests.distributed._sharded_run import run_on_fake_devices
+    """This file run as a script on 4 fake CPU devices (the runner of the sharded tests)."""
+    import importlib.util
+    import os
 
-    return run_on_fake_devices(__file__, *flags, devices=4)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "distributed", "_sharded_run.py")
+    spec = importlib.util.spec_from_file_location("_sharded_run", path)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    return runner.run_on_fake_devices(__file__, *flags, devices=4)
 
 
 @pytest.fixture(scope="module")
