@@ -16,6 +16,15 @@ absolute difference between a member's parameters and its sequential twin, over 
 except the attention key biases; ``max_param_diff_all`` includes them. (Softmax is invariant to
 the key bias, so its true gradient is 0; Adam normalises the rounding noise of that 0, which
 differs between a batched and an unbatched program, into steps of size ~lr.)
+
+``profile`` explains the ratio: the compute of one ``train`` step and of one ensemble step per
+strategy (each step called directly and waited for), the FLOPs of one member's step, ``train``'s
+per-step time inside its loop (``sequential_s / (members * steps)``), the host overhead that
+leaves (loop minus compute), ``compute_ratio`` (one ``train`` step's compute over the best
+ensemble compute per member: what running the members together saves in compute) and
+``speedup_bound``: the loop's per-step time over the best ensemble compute per member, the most
+the ensemble can reach. The profile runs after the timed runs, so on a shared machine its load
+(``profile.load_average``) may differ from theirs (``load_average``).
 """
 from __future__ import annotations
 
@@ -35,6 +44,66 @@ def _params(model, *, all_params: bool) -> list[np.ndarray]:
     leaves = jax.tree_util.tree_leaves_with_path(nnx.state(model, nnx.Param))
     return [np.asarray(x) for path, x in leaves
             if all_params or "['key']['bias']" not in jax.tree_util.keystr(path)]
+
+
+def _blocking_ms(fn, repeats: int) -> float:
+    """Median wall time (ms) of ``fn()`` waited to completion, after two warm-up calls."""
+    import jax
+
+    jax.block_until_ready(fn())
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1e3)
+
+
+def profile(make, loss, batches, base, seeds, repeats: int = 20) -> dict:
+    """Per-step compute of one ``train`` step and of one ensemble step (each strategy), timed
+    with the step called directly and waited for, and the step's FLOPs (XLA cost analysis).
+
+    Every number is per step (``*_per_member_ms``: divided by the member count). What the
+    ensemble can gain over sequential runs is bounded by ``train``'s per-step time in its loop
+    divided by the ensemble's compute per member (``speedup_bound``, filled in by :func:`run`).
+    """
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from posjax.training.config import make_optimizer
+    from posjax.training.ensemble import _ensemble_step, _stack
+    from posjax.training.loop import _step_function
+
+    tx = make_optimizer(base)
+    splits = [nnx.split(make({"seed": s}), nnx.Param, ...) for s in seeds]
+    graphdef, params, rest = splits[0]
+    opt = tx.init(params)
+    single = _step_function(graphdef, loss, tx)
+    batch = jax.tree.map(jnp.asarray, batches[0](0))
+    args = (params, rest, opt, batch, jnp.asarray(0, jnp.int32), jax.random.key(seeds[0]), True)
+    cost = single.lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    out = {"train_step_ms": _blocking_ms(lambda: single(*args), repeats),
+           "flops_per_member_step": float(cost.get("flops", float("nan"))),
+           "bytes_per_member_step": float(cost.get("bytes accessed", float("nan")))}
+    m = len(seeds)
+    stacked = (_stack([p for _, p, _ in splits]), _stack([r for _, _, r in splits]),
+               _stack([tx.init(p) for _, p, _ in splits]), jnp.ones(m, bool),
+               jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs)), *[b(0) for b in batches]),
+               jnp.asarray(0, jnp.int32),
+               jnp.stack([jax.random.key_data(jax.random.key(s)) for s in seeds]),
+               jnp.full(m, base.learning_rate, jnp.float32),
+               jnp.full(m, base.weight_decay, jnp.float32), True)
+    for name, vectorize in (("lax.map", False), ("vmap", True)):
+        step = _ensemble_step(graphdef, loss, base, 0, vectorize)
+        ms = _blocking_ms(lambda: step(*stacked), max(repeats // 4, 3))
+        out[f"ensemble_step_ms[{name}]"] = ms
+        out[f"ensemble_per_member_ms[{name}]"] = ms / m
+    out["train_gflops_per_s"] = out["flops_per_member_step"] / out["train_step_ms"] / 1e6
+    out["load_average"] = list(os.getloadavg())
+    return out
 
 
 def run(members: int, steps: int, sigma: float = 0.2) -> dict:
@@ -76,6 +145,7 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
     ensemble(2, vectorize=not auto)
     sequential(2)
     warm_s = time.perf_counter() - t0
+    load_start = list(os.getloadavg())
     t0 = time.perf_counter()
     seq_models = sequential(steps)
     seq_s = time.perf_counter() - t0
@@ -85,6 +155,16 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
     t0 = time.perf_counter()
     ensemble(steps, vectorize=not auto)
     other_s = time.perf_counter() - t0
+
+    load_timed = list(os.getloadavg())
+    prof = profile(make, loss, [ArrayBatches(data, cfg.batch_size, seed=s) for s in seeds], base,
+                   seeds)
+    loop_ms = seq_s / (members * steps) * 1e3
+    best = min(v for k, v in prof.items() if k.startswith("ensemble_per_member_ms"))
+    prof.update({"train_loop_step_ms": loop_ms,
+                 "train_host_overhead_ms": loop_ms - prof["train_step_ms"],
+                 "compute_ratio": prof["train_step_ms"] / best, "speedup_bound": loop_ms / best})
+    prof = {k: round(v, 4) if isinstance(v, float) and v < 1e6 else v for k, v in prof.items()}
 
     def max_diff(all_params):
         return max(float(np.abs(a - b).max()) for em, sm in zip(ens.models, seq_models)
@@ -100,9 +180,10 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
             "other_strategy": {"strategy": "lax.map" if auto else "vmap",
                                "ensemble_s": round(other_s, 3),
                                "speedup": round(seq_s / other_s, 3)},
-            "warmup_s": round(warm_s, 3), "backend": jax.default_backend(),
+            "profile": prof, "warmup_s": round(warm_s, 3), "backend": jax.default_backend(),
             "device": str(jax.devices()[0].device_kind), "cpus": os.cpu_count(),
-            "load_average": list(os.getloadavg()), "python": platform.python_version(),
+            "load_average": {"before_timing": load_start, "after_timing": load_timed},
+            "python": platform.python_version(),
             "jax": jax.__version__}
 
 

@@ -89,8 +89,9 @@ def _traced_config(config: TrainConfig, learning_rate: jax.Array, weight_decay: 
 
 def _over_members(fn: Callable, in_axes: tuple, vectorize: bool) -> Callable:
     """``fn`` applied to every member: ``jax.vmap`` (one batched program), or ``jax.lax.map``
-    (the members one after another inside one compiled program; faster on XLA:CPU, whose
-    batched small matrix products are slower than a loop of plain ones)."""
+    (the members one after another inside one compiled program; faster on XLA:CPU, where a
+    small model's step is bound by its kernels, so batching saves no compute per member, and
+    the batched activations of many members fall out of the cache, see ``docs/ensembles.md``)."""
     if vectorize:
         return jax.vmap(fn, in_axes=in_axes)
     mapped = [i for i, ax in enumerate(in_axes) if ax == 0]
@@ -108,7 +109,7 @@ def _over_members(fn: Callable, in_axes: tuple, vectorize: bool) -> Callable:
 
 
 def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: int | None,
-                   vectorize: bool):
+                   vectorize: bool, mesh: jax.sharding.Mesh | None = None):
     """The jitted step over stacked state ``(params, rest, opt_state, alive, batch, step, keys,
     learning_rates, weight_decays, ok=True) -> (params, opt_state, alive, loss, metrics, applied,
     checks)``: the step of :func:`posjax.training.train` per member, with the member frozen
@@ -119,6 +120,10 @@ def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: i
     data error, not a divergence: the whole step is refused (every member's state and ``alive``
     kept) and ``applied`` is False; chaining ``ok = applied`` freezes the ensemble at its last
     good step, as :func:`posjax.training.train` does.
+
+    With a ``mesh``, the members are split over its ``"data"`` axis (``jax.shard_map``): each
+    device runs its own members with the chosen strategy, and the per-member batches are split
+    the same way (a shared batch is replicated); other mesh axes hold replicas.
     """
 
     def member(params, rest, opt_state, alive, batch, step, key_data, lr, wd):
@@ -140,6 +145,12 @@ def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: i
 
     in_axes = (0, 0, 0, 0, batch_axis, None, 0, 0, 0)
     over = _over_members(member, in_axes, vectorize)
+    if mesh is not None:
+        from jax.sharding import PartitionSpec
+
+        split = PartitionSpec("data")
+        specs = tuple(PartitionSpec() if ax is None else split for ax in in_axes)
+        over = jax.shard_map(over, mesh=mesh, in_specs=specs, out_specs=split)
 
     def step(params, rest, opt_state, alive, batch, step, keys, lrs, wds, ok=True):
         new_params, new_opt, new_alive, loss, metrics, checks = over(
@@ -156,13 +167,13 @@ _ENSEMBLE_STEPS: dict[Any, Any] = {}
 
 
 def _cached_ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis,
-                          vectorize: bool):
+                          vectorize: bool, mesh: jax.sharding.Mesh | None = None):
     optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
                                 keep_checkpoints=1, progress=False)
     build = lambda: StructuralStep(_ensemble_step(graphdef, loss_fn, optim, batch_axis,
-                                                  vectorize))
+                                                  vectorize, mesh))
     try:
-        key = (graphdef, loss_fn, optim, batch_axis, vectorize)
+        key = (graphdef, loss_fn, optim, batch_axis, vectorize, mesh)
         hash(key)
     except TypeError:
         return build()
@@ -224,15 +235,19 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
         ``config.json`` (the run record of :func:`posjax.training.train` with the ``members``
         list added) and ``checkpoints/``; locked for the duration of the run, resumed from its
         latest valid checkpoint (see ``resume``) with the log rewound to that step.
-      mesh: optional mesh whose ``"data"`` axis splits the member axis (the member count must
-        be a multiple of its size); None: the default device.
+      mesh: optional mesh (:func:`posjax.distributed.make_mesh`) whose ``"data"`` axis splits
+        the members: each device trains ``len(members) / data`` whole members (with the
+        ``vectorize`` strategy) on their own batches; a shared ``batches`` is replicated, other
+        mesh axes hold replicas. The member count must be a multiple of the ``"data"`` size;
+        the mesh's devices must belong to this process. None: the default device.
       eval_fn: ``model -> metrics`` for each member, every ``eval_every`` steps and at the end.
       run_config: extra configuration recorded in ``config.json``.
       desc: progress-bar label.
       vectorize: True: ``jax.vmap`` over members (one batched program; the default on GPU/TPU);
         False: ``jax.lax.map`` over members inside the one compiled step (the default on CPU,
-        where XLA's batched small matrix products are slower than a loop of plain ones, see
-        ``benchmarks/ensemble.py``). Both give each member the updates of ``train``.
+        where the batched step costs as much per member and, with many members, more: its
+        activations no longer fit in the cache; measured by ``benchmarks/ensemble.py``, see
+        ``docs/ensembles.md``). Both give each member the updates of ``train``.
       resume: "auto", "must" or "never", as for :func:`posjax.training.train`.
 
     Returns:
@@ -277,19 +292,28 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     wds = jnp.asarray([c.weight_decay for c in configs], jnp.float32)
     if vectorize is None:
         vectorize = jax.default_backend() != "cpu"
-    step_fn = _cached_ensemble_step(graphdef, loss_fn, config, 0 if per_member else None,
-                                    bool(vectorize))
     schedule = make_schedule(config)
-
+    place_batch, place_scalar = (lambda b: b), (lambda x: x)
     if mesh is not None:
         from jax.sharding import NamedSharding, PartitionSpec
+        if "data" not in mesh.shape:
+            raise ValueError(f"the mesh needs a 'data' axis to split the members over, got axes "
+                             f"{tuple(mesh.shape)}")
+        if any(d.process_index != jax.process_index() for d in mesh.devices.flat):
+            raise ValueError("train_ensemble's mesh must hold only this process's devices "
+                             "(multi-process ensembles are not supported)")
         size = mesh.shape["data"]
         if len(members) % size:
             raise ValueError(f"{len(members)} members cannot be split over a 'data' axis of "
                              f"size {size}")
         split = NamedSharding(mesh, PartitionSpec("data"))
-        params, rest, opt_state, alive, keys, lrs, wds = jax.device_put(
-            (params, rest, opt_state, alive, keys, lrs, wds), split)
+        replicated = NamedSharding(mesh, PartitionSpec())
+        params, rest, opt_state, alive, bad_step, keys, lrs, wds = jax.device_put(
+            (params, rest, opt_state, alive, bad_step, keys, lrs, wds), split)
+        place_batch = lambda b: jax.device_put(b, split if per_member else replicated)
+        place_scalar = lambda x: jax.device_put(x, replicated)
+    step_fn = _cached_ensemble_step(graphdef, loss_fn, config, 0 if per_member else None,
+                                    bool(vectorize), mesh)
 
     main = is_main_process()
 
@@ -310,14 +334,14 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
         # the state after `good_step` steps, with `good_alive`/`good_bad`: what a refused step
         # (bad input) leaves in params/opt_state/alive
         good_step, good_alive, good_bad = run.start, was_alive.copy(), first_bad.copy()
-        ok = jnp.asarray(True)
+        ok = place_scalar(jnp.asarray(True))
 
         def step(s: int) -> None:
             nonlocal params, opt_state, alive, ok
-            batch = jax.tree.map(jnp.asarray, get_batch(s))
+            batch = place_batch(jax.tree.map(jnp.asarray, get_batch(s)))
             params, opt_state, alive, loss, metrics, ok, checks = step_fn(
-                params, rest, opt_state, alive, batch, jnp.asarray(s, jnp.int32), keys, lrs,
-                wds, ok)
+                params, rest, opt_state, alive, batch, place_scalar(jnp.asarray(s, jnp.int32)),
+                keys, lrs, wds, ok)
             pending.append((s, loss, metrics, alive, ok, checks))
 
         def save(s: int) -> None:
