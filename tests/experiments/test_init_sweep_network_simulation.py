@@ -47,7 +47,7 @@ def test_init_sweep_rejects_bad_arguments(tmp_path):
 @pytest.mark.slow
 def test_init_sweep_cli_resumes(tmp_path):
     args = ["--quick", "--out", str(tmp_path), "--seeds", "2", "--set", "sigmas=0.1",
-            "fixed_pes=sin2d", "max_steps=2", "n_per_condition=12"]
+            "fixed_pes=sin2d", "max_steps=2", "n_per_condition=12", "batch_size=8"]
     init_sweep.main(args)
     res = json.load(open(tmp_path / "results.json"))
     assert [c["label"] for c in res["cells"]] == ["learned_s0.1"] * 2 + ["sin2d"] * 2
