@@ -41,6 +41,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 from _sharded_run import tp_train  # noqa: E402  (tests/distributed on sys.path)
+from posjax.training.run_dir import LOCK_FILE  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-5
@@ -232,7 +233,8 @@ def _checkpoint_steps(path: str) -> list[int]:
 def _check_run_dir(run_dir: str, saved: list[int]) -> None:
     """Process 0 alone wrote the run record and one metrics row per step; every checkpoint
     step is there, each with the shards of both processes."""
-    assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.json", "metrics.jsonl"]
+    assert sorted(os.listdir(run_dir)) == sorted(["checkpoints", "config.json", "metrics.jsonl",
+                                                  LOCK_FILE])
     assert _metrics(os.path.join(run_dir, "metrics.jsonl")) == list(range(1, STEPS + 1))
     with open(os.path.join(run_dir, "config.json")) as f:
         assert json.load(f)["train"]["steps"] == STEPS
