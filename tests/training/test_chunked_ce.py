@@ -101,7 +101,7 @@ def test_language_model_option(tie):
         def f(p):
             return nnx.merge(graphdef, p, rest).loss(tok, tgt, chunk_size=7).mean()
 
-        out[chunked] = jax.value_and_grad(f)(params)
+        out[chunked] = jax.jit(jax.value_and_grad(f))(params)
         if not chunked:  # the dense branch is the logits of __call__
             logits = m(tok)
             ref = optax.softmax_cross_entropy_with_integer_labels(logits, tgt).mean()
