@@ -63,16 +63,14 @@ def coords_stress(P: np.ndarray, coords: list[np.ndarray], cfg: Any) -> list[dic
     n = P.shape[0]
     exact = n <= cfg.stress_exact_max
     pairs = None if exact else cfg.stress_pairs
-    by_scale = {s: geo.stress_from_distributions(P, list(coords), scale=s, metric=cfg.metric,
-                                                 pairs=pairs, seed=cfg.data_seed)
-                for s in ("raw", "optimal")}
+    results = geo.stress_from_distributions(P, list(coords), scale=("raw", "optimal"),
+                                            metric=cfg.metric, pairs=pairs, seed=cfg.data_seed)
     out = []
-    for i in range(len(coords)):
+    for est in results:  # one pass over the pairs serves both scales
         if exact:
-            out.append({"raw": float(by_scale["raw"][i]),
-                        "optimal": float(by_scale["optimal"][i]), "method": "exact"})
+            out.append({"raw": float(est["raw"]), "optimal": float(est["optimal"]),
+                        "method": "exact"})
             continue
-        est = {s: by_scale[s][i] for s in by_scale}
         out.append({"raw": est["raw"].value, "optimal": est["optimal"].value,
                     "method": "sampled_pairs", "pairs": int(est["raw"].num_pairs),
                     "ci": {s: [e.ci_low, e.ci_high] for s, e in est.items()}})

@@ -131,7 +131,9 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
       coords: ``[n, k]`` embedding (MDS coordinates, a PE table, RoPE orbit coordinates, ALiBi's
         1-D positions as ``[n]``), or a list of them: each tile of ``S S^T`` (or each sampled
         pair's distance) is then computed once for all, and a list of results is returned.
-      scale: ``"raw"`` (``sum (e - D)^2 / sum D^2``) or ``"optimal"`` (``min_a`` of it).
+      scale: ``"raw"`` (``sum (e - D)^2 / sum D^2``) or ``"optimal"`` (``min_a`` of it); or a
+        tuple of them, for which every result becomes a dict ``{scale: result}`` computed from
+        the same pass over the pairs.
       metric, fr_scale: the Hellinger metric of ``D`` (as in
         :func:`posjax.geometry.hellinger_matrix`).
       block_size: rows per tile of the exact pass (default ``max(8, 2^23 / n)``).
@@ -147,9 +149,13 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
     Raises:
       ValueError: bad shapes, options, probabilities, or an all-zero ``D``.
     """
-    scale = _canonical_scale(scale)
+    several = isinstance(scale, (tuple, list))
+    scales = [_canonical_scale(s) for s in (scale if several else [scale])]
+    if not scales:
+        raise ValueError("scale is an empty tuple")
     metric = canonical_metric(metric)
     fr_scale = None if fr_scale is None else float(fr_scale)
+    pick = (lambda by: by) if several else (lambda by: by[scales[0]])
     R = sqrt_rows(P, normalize=normalize, validate=validate)
     n = R.n
     if n < 2:
@@ -160,7 +166,7 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
     if not Xs:
         raise ValueError("coords is an empty list")
     if pairs is not None:
-        out = _sampled(R, Xs, scale, metric, fr_scale, int(pairs), seed)
+        out = [pick(by) for by in _sampled(R, Xs, scales, metric, fr_scale, int(pairs), seed)]
         return out if many else out[0]
     N = R.n_rows
     r = int(block_size) if block_size is not None else max(8, TILE_ENTRIES // N)
@@ -183,12 +189,12 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
     if tot[0, 0] == 0.0:
         raise ValueError("D is identically zero (all positions share one distribution); stress "
                          "is undefined")
-    out = [float(_stress_from_sums(*t, scale)) for t in tot]
+    out = [pick({s: float(_stress_from_sums(*t, s)) for s in scales}) for t in tot]
     return out if many else out[0]
 
 
-def _sampled(R: SqrtRows, Xs, scale, metric, fr_scale, M: int, seed: int
-             ) -> list[StressEstimate]:
+def _sampled(R: SqrtRows, Xs, scales, metric, fr_scale, M: int, seed: int
+             ) -> list[dict[str, StressEstimate]]:
     if M < 2:
         raise ValueError(f"pairs must be >= 2, got {M}")
     I, J = (np.asarray(a) for a in sample_pairs(jax.random.key(seed), R.n, M))
@@ -208,7 +214,10 @@ def _sampled(R: SqrtRows, Xs, scale, metric, fr_scale, M: int, seed: int
     est_fn = jax.jit(pair_stress_estimate, static_argnames="scale")
     out = []
     for e in es:
-        est, se = (float(v) for v in est_fn(jnp.asarray(d), jnp.asarray(e), scale=scale))
-        h = Z95 * se
-        out.append(StressEstimate(est, est - h, est + h, h, M))
+        by = {}
+        for s in scales:
+            est, se = (float(v) for v in est_fn(jnp.asarray(d), jnp.asarray(e), scale=s))
+            h = Z95 * se
+            by[s] = StressEstimate(est, est - h, est + h, h, M)
+        out.append(by)
     return out

@@ -133,6 +133,29 @@ def test_exact_stress_matches_dense_float64(x64, scale, metric):
             assert abs(got - ref) <= 1e-6 * ref
 
 
+def test_both_scales_in_one_pass_equal_separate_calls(x64):
+    P = probs(120, 40)
+    rng = np.random.default_rng(3)
+    coords = [0.2 * rng.standard_normal((120, 3)), np.arange(120) * 2e-3]
+    D = geo.hellinger_matrix(P)
+    for pairs in (None, 500):
+        both = geo.stress_from_distributions(P, coords, scale=("raw", "optimal"), pairs=pairs,
+                                             seed=4, block_size=32)
+        assert len(both) == 2 and all(sorted(b) == ["optimal", "raw"] for b in both)
+        for s in ("raw", "optimal"):
+            alone = geo.stress_from_distributions(P, coords, scale=s, pairs=pairs, seed=4,
+                                                  block_size=32)
+            assert [b[s] for b in both] == alone  # the same sums, bit for bit
+            if pairs is None:  # and the dense value (the two scales differ, so no mix-up)
+                refs = [float(geo.stress(D, coords=c, scale=s)) for c in coords]
+                assert np.allclose([b[s] for b in both], refs, rtol=1e-6, atol=0)
+    assert both[0]["raw"].value != both[0]["optimal"].value
+    with pytest.raises(ValueError, match="empty"):
+        geo.stress_from_distributions(P, coords[0], scale=())
+    with pytest.raises(ValueError, match="scale must be"):
+        geo.stress_from_distributions(P, coords[0], scale=("raw", "best"))
+
+
 def test_exact_stress_matches_dense_float32():
     P = probs(300, 80).astype(np.float32)
     X = (0.2 * np.random.default_rng(2).standard_normal((300, 4))).astype(np.float32)
