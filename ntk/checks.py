@@ -29,6 +29,7 @@ import jax
 from ntk import appendix_a, conjecture, theorems
 from ntk._compat import versions
 from ntk.recording import recording
+from ntk.conjecture import ConjectureConfig
 from ntk.result import CheckResult
 from ntk.sweeps import SweepConfig
 
@@ -72,8 +73,9 @@ def full_config() -> SweepConfig:
                        sufficiency_widths=(64, 128, 256, 512, 1024, 2048),
                        sufficiency_sequences=4096, sufficiency_resamples=5,
                        theorem1_train=1024, theorem1_test=2048, theorem4_seeds=(0, 1, 2, 3, 4),
-                       conj_tables=40, conj_seeds=tuple(range(10)), conj_corpora=(0, 1, 2),
-                       conj_widths=(64, 256, 1024, 4096), conj_mc_samples=8)
+                       conjecture=ConjectureConfig(tables=40, seeds=tuple(range(10)),
+                                                   corpora=(0, 1, 2), widths=(64, 256, 1024, 4096),
+                                                   mc_samples=8))
 
 
 def run_all(quick: bool = True, *, config: SweepConfig | None = None,

@@ -22,6 +22,8 @@ Protocol (every choice a :class:`ntk.sweeps.SweepConfig` field):
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,10 +33,44 @@ from ntk import lemma_statistics as lstats
 from ntk.recording import cached_with_calls, neural_tangents
 from ntk.result import CheckResult, fmt, outcome
 
-__all__ = ["conjecture_tables", "heldout_losses", "conjecture_sweep", "monotonicity_conjecture",
+__all__ = ["ConjectureConfig", "conjecture_tables", "heldout_losses", "conjecture_sweep", "monotonicity_conjecture",
            "bootstrap_ci"]
 
 W_STD, B_STD = 1.0, 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class ConjectureConfig:
+    """Settings of the conjecture check (``SweepConfig.conjecture``; recorded in results).
+
+    Attributes:
+      tables, dim: number of frozen PE tables per corpus and their dimension.
+      positions, vocab, alpha: the corpora (positions, vocabulary, Dirichlet concentration).
+      samples: training tokens sampled per position; ridge: kernel-regression ridge.
+      seeds / corpora: resampling seeds and corpus seeds.
+      widths, mc_samples: finite widths of the Monte Carlo NTK and samples per kernel.
+      bootstrap: bootstrap resamples of the CIs.
+    """
+
+    tables: int = 24
+    dim: int = 8
+    positions: int = 24
+    vocab: int = 30
+    alpha: float = 0.1
+    samples: int = 4
+    ridge: float = 1e-2
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    corpora: tuple[int, ...] = (0, 1)
+    widths: tuple[int, ...] = (64, 256, 1024)
+    mc_samples: int = 2
+    bootstrap: int = 2000
+
+    def __post_init__(self):
+        if self.tables < 20 or len(self.seeds) < 2 or len(self.corpora) < 1:
+            raise ValueError("the conjecture needs >= 20 tables, >= 2 seeds and >= 1 corpus")
+        if self.dim >= self.positions or self.dim % 2:
+            raise ValueError("ConjectureConfig.dim must be even (sinusoidal table) and below "
+                             "positions")
 
 
 def _normalise(X) -> np.ndarray:
@@ -151,19 +187,19 @@ def _stresses(tables, D) -> np.ndarray:
 
 def _corpus(cfg, seed: int) -> np.ndarray:
     from posjax.data.synthetic import three_regime_corpus
-    return three_regime_corpus(cfg.conj_positions, cfg.conj_vocab, mixing="linear",
-                               alpha=cfg.corpus_alpha, seed=seed).P
+    return three_regime_corpus(cfg.conjecture.positions, cfg.conjecture.vocab, mixing="linear",
+                               alpha=cfg.conjecture.alpha, seed=seed).P
 
 
 @cached_with_calls(maxsize=2)
 def conjecture_sweep(cfg) -> dict:
     """Tables, stresses and held-out losses per corpus and seed (see module docstring)."""
-    n, k = cfg.conj_positions, cfg.conj_dim
+    n, k = cfg.conjecture.positions, cfg.conjecture.dim
     _, _, kernel_fn = _network(1)
     units, per_corpus = [], []
-    for c in cfg.conj_corpora:
+    for c in cfg.conjecture.corpora:
         P = _corpus(cfg, c)
-        names, tables = conjecture_tables(P, k, cfg.conj_tables, seed=c)
+        names, tables = conjecture_tables(P, k, cfg.conjecture.tables, seed=c)
         T = len(names)
         perm = np.random.default_rng(100 + c).permutation(n)
         H = lstats.hellinger_chord(P)
@@ -174,23 +210,23 @@ def conjecture_sweep(cfg) -> dict:
         x = jnp.asarray(tables.reshape(T * n, k), jnp.float32)
         K_inf = _block_kernels(kernel_fn(x, None, "ntk"), T, n)
         P_hat = []
-        for s in cfg.conj_seeds:
+        for s in cfg.conjecture.seeds:
             rng = np.random.default_rng(1000 * c + s)
-            P_hat.append(np.stack([rng.multinomial(cfg.conj_samples, p) for p in P])
-                         / cfg.conj_samples)
-        loss = heldout_losses(K_inf, P, np.stack(P_hat), cfg.conj_ridge)       # [T, S]
+            P_hat.append(np.stack([rng.multinomial(cfg.conjecture.samples, p) for p in P])
+                         / cfg.conjecture.samples)
+        loss = heldout_losses(K_inf, P, np.stack(P_hat), cfg.conjecture.ridge)       # [T, S]
         finite = {}
         nt = neural_tangents()
-        for w in cfg.conj_widths:
+        for w in cfg.conjecture.widths:
             init_fn, apply_fn, _ = _network(w)
             mc = nt.monte_carlo_kernel_fn(init_fn, apply_fn, jax.random.PRNGKey(c),
-                                          n_samples=cfg.conj_mc_samples,
+                                          n_samples=cfg.conjecture.mc_samples,
                                           implementation=2, trace_axes=(-1,))
             K_w = _block_kernels(mc(x, None, "ntk"), T, n)
-            finite[w] = heldout_losses(K_w, P, np.stack(P_hat), cfg.conj_ridge)
+            finite[w] = heldout_losses(K_w, P, np.stack(P_hat), cfg.conjecture.ridge)
         per_corpus.append({"corpus_seed": c, "tables": names, "stress": stress,
                            "loss": loss, "finite_loss": finite})
-        for j, s in enumerate(cfg.conj_seeds):
+        for j, s in enumerate(cfg.conjecture.seeds):
             units.append({"corpus": c, "seed": s, **{
                 f"rho_{m}": float(spearmanr(stress[m], loss[:, j]).statistic)
                 for m in stress}})
@@ -202,7 +238,7 @@ def _family_rho(per_corpus, cfg) -> list[float]:
     out = []
     for pc in per_corpus:
         idx = [i for i, name in enumerate(pc["tables"]) if name.startswith("hellinger")]
-        for j in range(len(cfg.conj_seeds)):
+        for j in range(len(cfg.conjecture.seeds)):
             out.append(float(spearmanr(pc["stress"]["hellinger"][idx],
                                        pc["loss"][idx, j]).statistic))
     return out
@@ -223,7 +259,7 @@ def monotonicity_conjecture(cfg) -> CheckResult:
     """
     res = conjecture_sweep(cfg)
     units = res["units"]
-    nb = cfg.conj_bootstrap
+    nb = cfg.conjecture.bootstrap
     rho = {m: [u[f"rho_{m}"] for u in units] for m in
            ("hellinger", "euclidean", "logratio", "shuffled_hellinger")}
     ci = {m: bootstrap_ci(v, num=nb) for m, v in rho.items()}
@@ -235,8 +271,8 @@ def monotonicity_conjecture(cfg) -> CheckResult:
     verdict = ("reproduced" if ci["hellinger"][0] > 0 else
                "not reproduced" if ci["hellinger"][1] < 0 else "inconclusive")
     gaps = [float(np.mean([np.mean(np.abs(pc["finite_loss"][w] - pc["loss"]))
-                           for pc in res["per_corpus"]])) for w in cfg.conj_widths]
-    slope = lstats.loglog_slope(cfg.conj_widths, gaps)
+                           for pc in res["per_corpus"]])) for w in cfg.conjecture.widths]
+    slope = lstats.loglog_slope(cfg.conjecture.widths, gaps)
     control = outcome(fam_ci[0], 0.0, fam_ci[0] > 0,
                       "Hellinger-MDS table and its perturbations only: CI lower end of rho")
     negative = outcome(ci["shuffled_hellinger"][0], 0.0, ci["shuffled_hellinger"][0] > 0,
@@ -246,13 +282,13 @@ def monotonicity_conjecture(cfg) -> CheckResult:
               if diff_e[0] > 0 and diff_l[0] > 0 else
               "Hellinger stress is not a better predictor than both Euclidean and log-ratio "
               "stress")
-    detail = (f"{n_tables} frozen PE tables x {len(cfg.conj_seeds)} seeds x "
-              f"{len(cfg.conj_corpora)} corpora, infinite-width NTK kernel regression: "
+    detail = (f"{n_tables} frozen PE tables x {len(cfg.conjecture.seeds)} seeds x "
+              f"{len(cfg.conjecture.corpora)} corpora, infinite-width NTK kernel regression: "
               f"Spearman(Hellinger stress, held-out loss) {mean['hellinger']:.3f}, 95% CI "
               f"{fmt(ci['hellinger'])} -> {verdict}; Euclidean {mean['euclidean']:.3f} "
               f"{fmt(ci['euclidean'])}, log-ratio {mean['logratio']:.3f} "
               f"{fmt(ci['logratio'])}; H - E CI {fmt(diff_e)}, H - log-ratio CI {fmt(diff_l)} "
-              f"({better}); finite-width |loss_w - loss_inf| at widths {list(cfg.conj_widths)} "
+              f"({better}); finite-width |loss_w - loss_inf| at widths {list(cfg.conjecture.widths)} "
               f"{fmt(gaps)}, slope {slope:.2f} (theory -0.5); control (Hellinger family) CI "
               f"{fmt(fam_ci)}; shuffled-geometry negative control CI "
               f"{fmt(ci['shuffled_hellinger'])}")
@@ -263,12 +299,12 @@ def monotonicity_conjecture(cfg) -> CheckResult:
                   for pc in res["per_corpus"]]
     return CheckResult("monotonicity_conjecture", bool(ci["hellinger"][0] > 0),
                        mean["hellinger"], 0.0, detail, {
-                           "n_tables": n_tables, "seeds": list(cfg.conj_seeds),
-                           "corpora": list(cfg.conj_corpora), "ci": ci["hellinger"],
+                           "n_tables": n_tables, "seeds": list(cfg.conjecture.seeds),
+                           "corpora": list(cfg.conjecture.corpora), "ci": ci["hellinger"],
                            "verdict": verdict, "rho": mean, "rho_ci": ci, "units": units,
                            "hellinger_minus_euclidean_ci": diff_e,
                            "hellinger_minus_logratio_ci": diff_l,
-                           "family_rho_ci": fam_ci, "finite_width": list(cfg.conj_widths),
+                           "family_rho_ci": fam_ci, "finite_width": list(cfg.conjecture.widths),
                            "finite_width_gap": gaps, "finite_width_slope": slope,
                            "theory_slope": -0.5, "per_corpus": per_corpus,
                            "control": control, "negative_control": negative})

@@ -15,6 +15,13 @@ happened, at call (or trace) time.
 :func:`cached_with_calls` memoises an expensive computation together with the names it
 recorded, and replays them into the active recordings on every cache hit, so a check that
 reuses a shared sweep reports the neural-tangents functions that produced its data.
+
+A recorded name says a function was called, not that its output mattered. Whether it matters is
+decided by :mod:`ntk.mutants`, which installs a *poison* here (:func:`poisoned`): the named
+neural-tangents function then returns a wrong but finite answer of the right shape, and the
+harness checks whether the verdict moves. :func:`cached_with_calls` keys its cache by the active
+poison whenever the cached computation called the poisoned function, so no sweep computed with
+the real library is replayed into a poisoned run (and vice versa).
 """
 from __future__ import annotations
 
@@ -25,9 +32,19 @@ from typing import Any, Callable
 
 from ntk._compat import load_neural_tangents
 
-__all__ = ["recording", "neural_tangents", "cached_with_calls", "note"]
+__all__ = ["recording", "neural_tangents", "cached_with_calls", "note", "poisoned",
+           "active_poison", "POISON_TARGETS"]
 
 _ACTIVE: list[set] = []
+_POISON: list[str] = []          # at most one active poison (the mutant harness nests none)
+# poison name -> the recorded name of the neural-tangents function it replaces.
+POISON_TARGETS = {
+    "nt:linearize": "linearize",
+    "nt:empirical_ntk_fn": "empirical_ntk_fn",
+    "nt:kernel_fn": "stax.serial.kernel_fn",
+    "nt:kernel_fn_shift": "stax.serial.kernel_fn",
+    "nt:predict": "predict.gradient_descent_mse",
+}
 # Names of the callables a factory returns, by factory (others are recorded as "<name>.fn").
 _RETURNED = {"serial": ("init_fn", "apply_fn", "kernel_fn")}
 
@@ -43,6 +60,33 @@ def recording():
         _ACTIVE.remove(calls)
 
 
+@contextlib.contextmanager
+def poisoned(name: str):
+    """Within the block, the neural-tangents function named by ``name`` answers wrongly.
+
+    ``name`` is one of :data:`POISON_TARGETS` (see :mod:`ntk.mutants` for what each returns).
+    JAX's compilation caches are cleared on entry and exit, so no trace made with the real
+    function is reused inside the block, nor a poisoned trace after it.
+    """
+    if name not in POISON_TARGETS:
+        raise ValueError(f"unknown poison {name!r}; choose from {sorted(POISON_TARGETS)}")
+    if _POISON:
+        raise ValueError(f"poison {_POISON[-1]!r} is already active; poisons do not nest")
+    import jax
+    jax.clear_caches()
+    _POISON.append(name)
+    try:
+        yield
+    finally:
+        _POISON.remove(name)
+        jax.clear_caches()
+
+
+def active_poison() -> str | None:
+    """The poison in force (:func:`poisoned`), or None."""
+    return _POISON[-1] if _POISON else None
+
+
 def note(names) -> None:
     """Add ``names`` (an iterable of recorded names) to every active recording."""
     for calls in _ACTIVE:
@@ -53,6 +97,11 @@ def _wrap(fn: Callable, name: str, *, wrap_result: bool) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         note((name,))
+        if _POISON:
+            from ntk import mutants
+            poisoned_fn = mutants.poison_call(_POISON[-1], name, fn)
+            if poisoned_fn is not None:
+                return poisoned_fn(*args, **kwargs)
         out = fn(*args, **kwargs)
         return _wrap_result(out, name) if wrap_result else out
     return wrapper
@@ -97,22 +146,33 @@ def neural_tangents() -> _Proxy:
 
 
 def cached_with_calls(maxsize: int = 4) -> Callable:
-    """``functools.lru_cache`` that also stores and replays the recorded neural-tangents calls.
+    """A memoiser that also stores and replays the recorded neural-tangents calls.
 
-    The decorated function's arguments must be hashable.
+    Entries are keyed by the arguments and, when the computation called the function that the
+    active poison replaces, by that poison too: a poisoned run reuses a clean entry only if the
+    poisoned function played no part in it. The decorated function's arguments must be
+    hashable (dataclass fields declared with ``compare=False`` do not enter the key: they are
+    analysis settings that the cached computation does not read).
     """
     def decorator(fn):
-        @functools.lru_cache(maxsize=maxsize)
-        def compute(*args, **kwargs):
-            with recording() as calls:
-                value = fn(*args, **kwargs)
-            return value, frozenset(calls)
+        store: dict = {}
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            value, calls = compute(*args, **kwargs)
-            note(calls)
-            return value
-        wrapper.cache_clear = compute.cache_clear
+            key = (args, tuple(sorted(kwargs.items())))
+            poison = active_poison()
+            hit = store.get((key, None))
+            if hit is not None and poison is not None and POISON_TARGETS[poison] in hit[1]:
+                hit = store.get((key, poison))
+            if hit is None:
+                with recording() as calls:
+                    value = fn(*args, **kwargs)
+                tag = poison if poison is not None and POISON_TARGETS[poison] in calls else None
+                if len(store) >= 2 * maxsize:
+                    store.pop(next(iter(store)))
+                hit = store[(key, tag)] = (value, frozenset(calls))
+            note(hit[1])
+            return hit[0]
+        wrapper.cache_clear = store.clear
         return wrapper
     return decorator

@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ntk import dynamics, toy
+from ntk.attention_lemmas import AttentionLemmaConfig
+from ntk.conjecture import ConjectureConfig
 from ntk.recording import cached_with_calls, neural_tangents
 
 __all__ = ["SweepConfig", "corpus", "training_sweep", "mean_field_sweep", "sufficiency_sweep",
@@ -50,9 +52,8 @@ class SweepConfig:
       theorem1_*: infinite-width kernel regression of Theorem 1 (sequence length, vocabulary,
         train / test sizes, ridge).
       theorem4_*: tied-position MLM of Theorem 4 (width, samples per position, GD steps).
-      conj_*: the conjecture (number of frozen tables, table dimension, positions, vocabulary,
-        training samples per position, ridge, seeds, corpora seeds, finite widths,
-        Monte Carlo samples per finite-width kernel, bootstrap resamples).
+      conjecture: the conjecture's settings (:class:`ntk.conjecture.ConjectureConfig`).
+      attention: the attention-model lemma checks (:class:`ntk.attention_lemmas.AttentionLemmaConfig`).
     """
 
     widths: tuple[int, ...] = (64, 128, 256, 512, 1024)
@@ -82,17 +83,8 @@ class SweepConfig:
     theorem4_samples: int = 200
     theorem4_steps: int = 100
     theorem4_seeds: tuple[int, ...] = (0, 1, 2)
-    conj_tables: int = 24
-    conj_dim: int = 8
-    conj_positions: int = 24
-    conj_vocab: int = 30
-    conj_samples: int = 4
-    conj_ridge: float = 1e-2
-    conj_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    conj_corpora: tuple[int, ...] = (0, 1)
-    conj_widths: tuple[int, ...] = (64, 256, 1024)
-    conj_mc_samples: int = 2
-    conj_bootstrap: int = 2000
+    conjecture: ConjectureConfig = ConjectureConfig()
+    attention: AttentionLemmaConfig = AttentionLemmaConfig()
 
     def __post_init__(self):
         if not self.widths or not self.seeds:
@@ -105,10 +97,6 @@ class SweepConfig:
             raise ValueError("sufficiency_sequences must be a multiple of 64")
         if self.bottleneck_width >= self.vocab_size - 1:
             raise ValueError("bottleneck_width must be below vocab_size - 1")
-        if self.conj_tables < 20 or len(self.conj_seeds) < 2 or len(self.conj_corpora) < 1:
-            raise ValueError("the conjecture needs >= 20 tables, >= 2 seeds and >= 1 corpus")
-        if self.conj_dim >= self.conj_positions or self.conj_dim % 2:
-            raise ValueError("conj_dim must be even (sinusoidal table) and below conj_positions")
 
     def toy(self, width: int, variant: str = "mlp", parameterization: str = "ntk"
             ) -> toy.ToyConfig:

@@ -11,6 +11,7 @@ import pytest
 
 from ntk import appendix_a, checks, conjecture, theorems
 from ntk.__main__ import main
+from ntk.conjecture import ConjectureConfig
 from ntk.result import CheckResult
 from ntk.sweeps import SweepConfig
 
@@ -18,9 +19,10 @@ TINY = SweepConfig(widths=(16, 32), seeds=(0,), num_positions=8, vocab_size=12, 
                    bottleneck_width=4, sufficiency_widths=(16,), sufficiency_sequences=64,
                    sufficiency_resamples=2, theorem1_train=32, theorem1_test=64,
                    theorem4_width=32, theorem4_samples=50, theorem4_steps=20,
-                   theorem4_seeds=(0,), conj_tables=20, conj_dim=4, conj_positions=8,
-                   conj_vocab=10, conj_seeds=(0, 1), conj_corpora=(0,), conj_widths=(16, 32),
-                   conj_mc_samples=1, conj_bootstrap=200)
+                   theorem4_seeds=(0,),
+                   conjecture=ConjectureConfig(tables=20, dim=4, positions=8, vocab=10,
+                                               seeds=(0, 1), corpora=(0,), widths=(16, 32),
+                                               mc_samples=1, bootstrap=200))
 NAMES = ["theorem1_necessity", "theorem4_separation", "lemma1_linearization",
          "lemma2_sufficiency", "lemma3_linear_displacement", "lemma4_distortion_bounds",
          "lemma5_hellinger_monotonicity", "monotonicity_conjecture"]
@@ -42,7 +44,7 @@ def test_sweep_config_validation():
     with pytest.raises(ValueError, match="increasing"):
         SweepConfig(widths=(64,))
     with pytest.raises(ValueError, match="20 tables"):
-        SweepConfig(conj_tables=5)
+        ConjectureConfig(tables=5)
     with pytest.raises(ValueError, match="bottleneck"):
         SweepConfig(bottleneck_width=60)
 
