@@ -24,7 +24,12 @@ import numpy as np
 
 __all__ = ["pairwise_distances", "hellinger_chord", "clr_distances", "hellinger_inequalities",
            "affine_basis", "displacement_regression", "distortion_constants",
-           "monotonicity_spearman", "separation_stats", "permutation_deviation", "loglog_slope"]
+           "monotonicity_spearman", "separation_stats", "permutation_deviation", "loglog_slope",
+           "width_window", "seed_bootstrap_slope", "DEGENERATE"]
+
+# Below this a relative error / gap is "zero": the two sides of the comparison are the same
+# computation (e.g. the linearised model is the model itself), so no rate can be read off.
+DEGENERATE = 1e-6
 
 
 def pairwise_distances(X) -> np.ndarray:
@@ -233,3 +238,46 @@ def loglog_slope(widths, values) -> float:
     w = np.log(np.asarray(widths, np.float64))
     v = np.log(np.asarray(values, np.float64))
     return float(np.polyfit(w, v, 1)[0])
+
+
+def width_window(widths, top: int | None = None, size: int = 3) -> tuple[int, ...]:
+    """The ``size`` consecutive widths of ``widths`` ending at ``top`` (default: the largest).
+
+    Raises:
+      ValueError: if ``top`` is not a width of the sweep or fewer than ``size`` widths end there.
+    """
+    widths = tuple(int(w) for w in widths)
+    top = widths[-1] if top is None else int(top)
+    if top not in widths:
+        raise ValueError(f"window top {top} is not one of the swept widths {list(widths)}")
+    end = widths.index(top) + 1
+    if end < size:
+        raise ValueError(f"a window of {size} widths ending at {top} needs {size} widths up to "
+                         f"it; the sweep has {list(widths[:end])}")
+    return widths[end - size:end]
+
+
+def seed_bootstrap_slope(widths, values, *, num: int = 2000, seed: int = 0,
+                         level: float = 0.95, floor: float = DEGENERATE) -> dict:
+    """Log-log slope of the seed mean of ``values [S, W]`` against ``widths [W]``, with a
+    percentile bootstrap CI over seeds (resampled with replacement, one draw for all widths).
+
+    Values below ``floor`` are clipped to it before the logarithm (an exactly-zero series has
+    slope 0: it does not decay).
+
+    Returns:
+      ``{"slope", "ci": [lo, hi], "per_width_mean": [W]}``.
+    """
+    v = np.clip(np.asarray(values, np.float64), floor, None)
+    if v.ndim != 2 or v.shape[1] != len(widths):
+        raise ValueError(f"values must be [seeds, {len(widths)}], got {v.shape}")
+    w = np.log(np.asarray(widths, np.float64))
+    slope = float(np.polyfit(w, np.log(v.mean(0)), 1)[0])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, v.shape[0], size=(num, v.shape[0]))
+    means = np.log(v[idx].mean(1))                                     # [num, W]
+    wc = w - w.mean()
+    boot = (means - means.mean(1, keepdims=True)) @ wc / (wc @ wc)
+    a = (1 - level) / 2
+    return {"slope": slope, "ci": [float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))],
+            "per_width_mean": v.mean(0).tolist()}

@@ -24,7 +24,7 @@ runs every check of :data:`ntk.checks.SPECS` through the same code under
 :func:`run_check` returns the check's :class:`CheckResult` with ``data["mutants"]``
 (``{mutant: {"statistic", "passed"}}``), ``data["robustness"]`` (``{setting: {"statistic",
 "verdict"}}``), ``data["nt_called"]`` (the recorder's list) and ``data["neural_tangents"]`` (the
-functions whose poison flips the verdict), and a ``verdict`` of PASS / FAIL when every setting
+functions whose poison flips the verdict), and a ``robust_verdict`` of PASS / FAIL when every setting
 of the grid agrees, else FRAGILE. ``python -m ntk --mutants`` runs it for every check.
 """
 from __future__ import annotations
@@ -236,7 +236,7 @@ def run_check(name: str, spec: CheckSpec, cfg, *, mutants: bool = True,
     breakers_fail = all(not r["passed"] for k, r in mutant_rows.items()
                         if k.startswith("premise:"))
     data.update({"mutants": mutant_rows, "neural_tangents": flips, "robustness": rob,
-                 "verdict": verdict, "fragile_settings": flipping, "kind": spec.kind,
+                 "robust_verdict": verdict, "fragile_settings": flipping, "kind": spec.kind,
                  "premise_breakers_fail": breakers_fail,
                  "harness_wall_s": round(time.perf_counter() - start, 2)})
     return CheckResult(base.name, base.passed, base.statistic, base.threshold, base.detail, data)
