@@ -42,10 +42,11 @@ def _train(params0, P, lr, *, cfg: toy.ToyConfig, steps: int, record_every: int,
 
     def chunk(p, _):
         p, losses = jax.lax.scan(step, p, None, length=record_every)
-        return p, (losses, p["P"])
+        return p, (losses, p["P"], f(p, None))
 
-    params, (losses, snaps) = jax.lax.scan(chunk, params0, None, length=steps // record_every)
-    return params, losses.reshape(-1), snaps, loss(params)
+    params, (losses, snaps, logit_snaps) = jax.lax.scan(chunk, params0, None,
+                                                        length=steps // record_every)
+    return params, losses.reshape(-1), snaps, logit_snaps, loss(params)
 
 
 def train_mlp_toy(params0: dict, cfg: toy.ToyConfig, P, *, steps: int, lr: float,
@@ -63,7 +64,9 @@ def train_mlp_toy(params0: dict, cfg: toy.ToyConfig, P, *, steps: int, lr: float
         must divide ``steps``.
 
     Returns:
-      ``{"params", "losses" [steps], "final_loss", "snapshots" [steps/record_every, n, d]}``.
+      ``{"params", "losses" [steps], "final_loss", "snapshots" [steps/record_every, n, d],
+      "logit_snapshots" [steps/record_every, n, V]}`` (positions and logits after every
+      ``record_every`` steps; the logits of the linearised model when ``linearized``).
     """
     if cfg.variant != "mlp":
         raise ValueError("train_mlp_toy needs the context-free 'mlp' toy variant")
@@ -75,10 +78,11 @@ def train_mlp_toy(params0: dict, cfg: toy.ToyConfig, P, *, steps: int, lr: float
     P = jnp.asarray(P, jnp.float32)
     if P.shape != (cfg.num_positions, cfg.vocab_size):
         raise ValueError(f"P must be {(cfg.num_positions, cfg.vocab_size)}, got {P.shape}")
-    params, losses, snaps, final = _train(params0, P, jnp.float32(lr), cfg=cfg, steps=steps,
-                                          record_every=record_every, linearized=linearized)
+    params, losses, snaps, logit_snaps, final = _train(
+        params0, P, jnp.float32(lr), cfg=cfg, steps=steps, record_every=record_every,
+        linearized=linearized)
     return {"params": params, "losses": np.asarray(losses), "final_loss": float(final),
-            "snapshots": np.asarray(snaps)}
+            "snapshots": np.asarray(snaps), "logit_snapshots": np.asarray(logit_snaps)}
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "chunk", "detach_context"))

@@ -55,9 +55,11 @@ class CheckSpec:
       kind: ``"theory"`` (compares a neural-tangents prediction with a quantity computed
         without it, so some poison must flip its verdict) or ``"guard"`` (a symmetry or an
         identity, allowed to list no neural-tangents function).
-      premise_breakers: ``{name: overrides}``; under each the claim must fail.
-      nuisance: ``{field: values}``; a setting the claim does not depend on, varied one at a
-        time around the default (dotted fields reach nested configs).
+      premise_breakers: ``{name: overrides}`` (a dict, or ``cfg -> dict``); under each the
+        claim must fail.
+      nuisance: ``{field: values}`` (a tuple, or ``cfg -> tuple``); a setting the claim does
+        not depend on, varied one at a time around the default (dotted fields reach nested
+        configs).
       description: one line for the report.
     """
 
@@ -207,11 +209,11 @@ def run_check(name: str, spec: CheckSpec, cfg, *, mutants: bool = True,
                 f"{res.statistic:.4g} ({time.perf_counter() - t0:.1f} s)")
         for breaker, overrides in spec.premise_breakers.items():
             t0 = time.perf_counter()
-            jax.clear_caches()
-            res = spec.fn(apply_overrides(cfg, overrides))
+            resolved = overrides(cfg) if callable(overrides) else dict(overrides)
+            res = spec.fn(apply_overrides(cfg, resolved))
             mutant_rows[f"premise:{breaker}"] = {"statistic": float(res.statistic),
                                                  "passed": bool(res.passed),
-                                                 "overrides": dict(overrides)}
+                                                 "overrides": resolved}
             say(f"  {name} premise:{breaker}: {'PASS' if res.passed else 'FAIL'} "
                 f"{res.statistic:.4g} ({time.perf_counter() - t0:.1f} s)")
     flips = sorted({POISON_TARGETS[p] for p in NT_POISONS
@@ -221,7 +223,7 @@ def run_check(name: str, spec: CheckSpec, cfg, *, mutants: bool = True,
                                         "verdict": "PASS" if base.passed else "FAIL"}}
     if robustness:
         for field, values in spec.nuisance.items():
-            for value in values:
+            for value in (values(cfg) if callable(values) else values):
                 t0 = time.perf_counter()
                 res = spec.fn(apply_overrides(cfg, {field: value}))
                 rob[_setting_label(field, value)] = {

@@ -1,5 +1,6 @@
-"""``report.md`` with one plot per check: the statistic against width (or its natural axis),
-with the theory line, ceiling or threshold drawn in.
+"""``report.md`` with one figure per check: the check's own curve (its statistic against width,
+seed or its natural axis, with the theory line, ceiling or threshold drawn in) beside the
+statistic under every mutant and nuisance setting of the harness (:mod:`ntk.mutants`).
 
 :func:`write_report` takes the :class:`ntk.result.CheckResult` list of :func:`ntk.checks.run_all`
 and writes ``DIR/report.md`` and ``DIR/<check>.png`` (matplotlib, Agg backend).
@@ -10,26 +11,71 @@ import os
 
 import numpy as np
 
-__all__ = ["write_report", "results_table"]
+__all__ = ["write_report", "results_table", "mutant_table", "robustness_table"]
 
 
 def _verdict(r) -> str:
     return "PASS" if r.passed else "FAIL"
 
 
+def _g(x) -> str:
+    return f"{x:.4g}" if isinstance(x, (int, float)) else str(x)
+
+
 def results_table(results) -> str:
-    """Markdown table: check, result, statistic, threshold, control, negative control."""
-    rows = ["| check | result | statistic | threshold | control (must hold) | negative control "
-            "(must fail) | neural-tangents calls |", "|---|---|---|---|---|---|---|"]
+    """Markdown: check, kind, default verdict, verdict over the grid, statistic, threshold,
+    control, negative control, neural-tangents functions called / flipping the verdict."""
+    rows = ["| check | kind | default | over the grid | statistic | threshold | control (must "
+            "hold) | negative control (must fail) | NT called | NT flips the verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         c, n = r.data.get("control", {}), r.data.get("negative_control", {})
-        calls = ", ".join(r.data.get("neural_tangents", []))
+        called = sorted({c_.split(".fn")[0] for c_ in r.data.get("nt_called", [])
+                         if not c_.startswith("stax.") or c_.endswith("kernel_fn")})
         rows.append(
-            f"| {r.name} | {_verdict(r)} | {r.statistic:.4g} | {r.threshold:.4g} | "
-            f"{c.get('statistic', float('nan')):.3g} vs {c.get('threshold', float('nan')):.3g}: "
-            f"{'holds' if c.get('passed') else 'FAILS'} | "
-            f"{n.get('statistic', float('nan')):.3g} vs {n.get('threshold', float('nan')):.3g}: "
-            f"{'holds (bad)' if n.get('passed') else 'fails (good)'} | {calls or 'none'} |")
+            f"| {r.name} | {r.data.get('kind', '?')} | {_verdict(r)} | "
+            f"{r.data.get('robust_verdict', '-')} | {r.statistic:.4g} | {r.threshold:.4g} | "
+            f"{_g(c.get('statistic', float('nan')))}: {'holds' if c.get('passed') else 'FAILS'} | "
+            f"{_g(n.get('statistic', float('nan')))}: "
+            f"{'holds (bad)' if n.get('passed') else 'fails (good)'} | "
+            f"{', '.join(called) or 'none'} | "
+            f"{', '.join(r.data.get('neural_tangents', [])) or 'none'} |")
+    return "\n".join(rows)
+
+
+def mutant_table(results) -> str:
+    """Markdown: check x mutant -> statistic and verdict (``=`` where the poisoned function
+    was never called, so the default stands)."""
+    names = []
+    for r in results:
+        for m in r.data.get("mutants", {}):
+            if m not in names:
+                names.append(m)
+    rows = ["| check | default | " + " | ".join(names) + " |",
+            "|---|---|" + "---|" * len(names)]
+    for r in results:
+        cells = []
+        for m in names:
+            row = r.data.get("mutants", {}).get(m)
+            if row is None:
+                cells.append("")
+            elif "skipped" in row:
+                cells.append("= (not called)")
+            else:
+                cells.append(f"{row['statistic']:.3g} {'PASS' if row['passed'] else 'FAIL'}")
+        rows.append(f"| {r.name} | {r.statistic:.3g} {_verdict(r)} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def robustness_table(results) -> str:
+    """Markdown: check, setting, statistic, verdict; the grid's verdict and what flips it."""
+    rows = ["| check | setting | statistic | verdict |", "|---|---|---|---|"]
+    for r in results:
+        for setting, row in r.data.get("robustness", {}).items():
+            rows.append(f"| {r.name} | {setting} | {row['statistic']:.4g} | {row['verdict']} |")
+        flips = r.data.get("fragile_settings", [])
+        rows.append(f"| {r.name} | **over the grid** | | **{r.data.get('robust_verdict', '-')}**"
+                    + (f" (flipped by {', '.join(flips)})" if flips else "") + " |")
     return "\n".join(rows)
 
 
@@ -38,7 +84,7 @@ def _loglog(ax, widths, values, label, theory_slope=None):
     if theory_slope is not None:
         w = np.asarray(widths, np.float64)
         ax.loglog(w, values[0] * (w / w[0]) ** theory_slope, "k--",
-                  label=f"theory slope {theory_slope:g}")
+                  label=f"slope {theory_slope:g}")
     ax.set_xlabel("width")
 
 
@@ -54,42 +100,64 @@ def _plot(r, ax) -> None:
         ax.set_ylabel("held-out accuracy (infinite width)")
     elif name == "theorem4_separation":
         seeds = d["seeds"]
-        ax.plot(seeds, [x["ratio"] for x in d["per_seed"]], "o-", label="distinct P_i")
-        ax.plot(seeds, [x["ratio"] for x in d["shared_P"]], "s-", label="shared P (negative)")
+        ax.plot(seeds, [x["relative"] for x in d["per_seed"]], "o-", label="distinct P_i")
+        ax.plot(seeds, [x["relative"] for x in d["shared_P"]], "s-", label="shared P (negative)")
         ax.axhline(r.threshold, color="k", ls="--", label="threshold")
         ax.set_xlabel("seed")
-        ax.set_ylabel("min distinct / max tied distance")
+        ax.set_ylabel("model ratio / data ratio")
     elif name == "lemma1_linearization":
-        _loglog(ax, d["widths"], d["lazy_error"], "NTK toy", -0.5)
-        ax.loglog(d["widths"], d["mean_field_error"], "s-", label="mean field (negative)")
-        ax.set_ylabel("|p_t - p_t^lin| / |p_t - p_0|")
+        _loglog(ax, d["widths"], d["lazy_error"], "positions", -0.5)
+        ax.loglog(d["widths"], d["logit_error"], "^-", label="logits")
+        ax.loglog(d["mean_field_widths"], d["mean_field_error"], "s-", label="mean field")
+        ax.set_ylabel("exact vs nt.linearize, relative")
     elif name == "lemma2_sufficiency":
-        ax.plot(d["widths"], d["gap"], "o-", label="gap (attention toy)")
+        ax.plot(d["widths"], d["gap"], "o-", label="attention toy (outside premise)")
         ax.plot(d["widths"], d["noise"], "s-", label="noise floor")
-        ax.axhline(d["control_gap"] + 1e-12, color="g", ls=":", label="context-free control")
+        ax.axhline(d["control_gap"] + 1e-12, color="g", ls=":", label="W_v = 0 (the guard)")
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set_xlabel("width")
         ax.set_ylabel("|g_A - g_B| / |g_B|")
     elif name == "lemma3_linear_displacement":
-        _loglog(ax, d["widths"], d["one_minus_r2"], "1 - R^2")
-        ax.set_ylabel("1 - R^2 (Delta p on P)")
+        _loglog(ax, d["widths"], d["operator_gap"], "|A_exact - A_lin| / |A_lin|", -0.5)
+        ax.loglog(d["widths"], [1 - v for v in d["r2_lin"]], "s:", label="1 - R^2 (lin)")
+        ax.set_ylabel("operator gap")
     elif name == "lemma4_distortion_bounds":
-        ax.loglog(d["widths"], d["ratio"], "o-", label="c2/c1 (tangent space)")
-        ax.axhline(1.0, color="k", ls="--", label="infinite width (stax): 1")
-        ax.axhline(r.threshold, color="r", ls=":", label="threshold")
+        ax.loglog(d["widths"], [v - 1 for v in d["ratio"]], "o-", label="c2/c1 - 1")
         ax.set_xlabel("width")
-        ax.set_ylabel("c2 / c1")
+        ax.set_ylabel("c2 / c1 - 1 (tangent space)")
     elif name == "lemma5_hellinger_monotonicity":
-        ax.semilogx(d["widths"], d["rho_hellinger"], "o-", label="rho(|dp|, d_H)")
-        ax.axhline(d["ceiling"], color="k", ls="--", label="ceiling rho(|dP|_2, d_H)")
+        ax.semilogx(d["widths"], d["score"], "o-", label="exact displacements")
+        ax.axhline(d["synthetic_sqrtP"]["score"], color="g", ls="--", label="sqrt(P) isometry")
+        ax.axhline(d["synthetic_P"]["score"], color="r", ls="--", label="P isometry")
+        ax.axhline(0.0, color="k", lw=0.5)
         ax.set_xlabel("width")
-        ax.set_ylabel("Spearman rho")
-    elif name == "monotonicity_conjecture":
-        _loglog(ax, d["finite_width"], d["finite_width_gap"], "|loss_w - loss_inf|", -0.5)
-        ax.set_ylabel("finite- vs infinite-width held-out loss")
-        ax.set_title(f"rho(H stress, loss) = {r.statistic:.3f}, CI "
-                     f"[{d['ci'][0]:.3f}, {d['ci'][1]:.3f}]", fontsize=8)
-    ax.legend(fontsize=7)
+        ax.set_ylabel("rho(., d_H) - rho(., |dP|_2)")
+    elif "widths" in d and "error" in d:
+        _loglog(ax, d["widths"], d["error"], name, -0.5)
+    else:
+        ax.text(0.5, 0.5, f"statistic {r.statistic:.4g}", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def _plot_mutants(r, ax) -> None:
+    rows = [(k, v["statistic"], v["passed"]) for k, v in r.data.get("mutants", {}).items()
+            if "skipped" not in v]
+    rows += [(k, v["statistic"], v["verdict"] == "PASS")
+             for k, v in r.data.get("robustness", {}).items()]
+    if not rows:
+        ax.set_axis_off()
+        return
+    labels = [k for k, _, _ in rows]
+    vals = [np.nan_to_num(v, nan=0.0, posinf=1e6, neginf=-1e6) for _, v, _ in rows]
+    ax.barh(range(len(rows)), vals, color=["tab:green" if p else "tab:red" for _, _, p in rows])
+    ax.set_yticks(range(len(rows)), labels, fontsize=6)
+    ax.axvline(r.threshold, color="k", ls="--", lw=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel("statistic (green PASS, red FAIL)", fontsize=7)
 
 
 def write_report(results, out_dir: str, *, mode: str, wall_s: float) -> str:
@@ -98,20 +166,28 @@ def write_report(results, out_dir: str, *, mode: str, wall_s: float) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     os.makedirs(out_dir, exist_ok=True)
+    robust = [r.data.get("robust_verdict", _verdict(r)) for r in results]
     lines = [f"# NTK checks ({mode})", "",
-             f"{sum(r.passed for r in results)}/{len(results)} passed in {wall_s:.0f} s.", "",
-             results_table(results), ""]
+             f"{robust.count('PASS')}/{len(results)} PASS over their grids in {wall_s:.0f} s.",
+             "", results_table(results), "", "## Mutants", "", mutant_table(results), "",
+             "## Robustness (one factor at a time)", "", robustness_table(results), ""]
     for r in results:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8),
+                                      gridspec_kw={"width_ratios": [1.1, 1]})
         try:
             _plot(r, ax)
-            ax.set_title(ax.get_title() or r.name, fontsize=9)
+            ax.set_title(r.name, fontsize=9)
+            _plot_mutants(r, ax2)
+            ax2.set_title("mutants and nuisance settings", fontsize=9)
             fig.tight_layout()
-            fig.savefig(os.path.join(out_dir, f"{r.name}.png"), dpi=100)
+            fig.savefig(os.path.join(out_dir, f"{r.name}.png"), dpi=90)
         finally:
             plt.close(fig)
-        lines += [f"## {r.name}: {_verdict(r)}", "", r.detail, "",
-                  f"neural-tangents calls: {', '.join(r.data.get('neural_tangents', [])) or 'none'}",
+        lines += [f"## {r.name}: {_verdict(r)} (over the grid: "
+                  f"{r.data.get('robust_verdict', '-')})", "", r.detail, "",
+                  f"neural-tangents functions called: "
+                  f"{', '.join(r.data.get('nt_called', [])) or 'none'}; whose poison flips the "
+                  f"verdict: {', '.join(r.data.get('neural_tangents', [])) or 'none'}",
                   "", f"![{r.name}]({r.name}.png)", ""]
     path = os.path.join(out_dir, "report.md")
     with open(path, "w") as f:

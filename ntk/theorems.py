@@ -12,9 +12,14 @@ Positional Encodings in Transformers"), with neural-tangents.
   about which of two slots holds the larger token). With neural-tangents' ``SUM`` positional
   embedding (i.i.d. Gaussian, fed to keys, queries and values) it can.
 * Theorem 4 (positional separation): training separates positions whose distributions differ.
-  Tested as MLM from tied positions (all ``p_i(0) = 0``) in the NTK regime (training on
-  ``nt.linearize`` of the toy MLM model): positions with different ``P_i`` separate, positions
-  with identical ``P_i`` stay together up to sampling noise, over several seeds.
+  Tested as MLM from tied positions (all ``p_i(0) = 0``) by exact gradient descent on the
+  finite-width toy: the model's separation ratio (distinct pairs vs tied pairs) is compared
+  with the data's own ratio (the same statistic on the sampled distributions), so sampling
+  noise that the data themselves carry is not credited to or blamed on training.
+
+Both are guards in the sense of :mod:`ntk.mutants`: Theorem 1's statistic is a symmetry (a
+permutation-invariant predictor cannot beat the bag-of-tokens bound, which is exactly 1/2 here),
+and Theorem 4 has no theory side computed by neural-tangents.
 """
 from __future__ import annotations
 
@@ -104,7 +109,8 @@ def _encoder_deviation(cfg, *, causal: bool, seed: int = 0) -> float:
 
 
 def theorem1_necessity(cfg) -> CheckResult:
-    """Theorem 1 in the infinite-width limit (see module docstring).
+    """Theorem 1 in the infinite-width limit (see module docstring): a guard of the
+    permutation symmetry and of the bag-of-tokens bound.
 
     Statistic: ``z = (acc - bayes_bag) / se`` of the NoPE attention kernel's held-out accuracy
     over the exact bag-of-tokens Bayes accuracy. Pass: ``z <= 1.96`` (not above the bag bound
@@ -123,7 +129,7 @@ def theorem1_necessity(cfg) -> CheckResult:
     out = {}
     with jax.enable_x64(True):
         Xtr, Xte, Xpe = _onehot(xtr, V), _onehot(xte, V), _onehot(xte[:, perm], V)
-        for pe in ("NONE", "SUM"):
+        for pe in dict.fromkeys((cfg.theorem1_pe, "SUM")):
             kw = {"pos_emb_type": pe, "val_pos_emb": pe == "SUM", "get": ("ntk",)}
             ktt = infinite_attention_kernel(Xtr, **kw)["ntk"]
             k_test = infinite_attention_kernel(jnp.concatenate([Xte, Xpe]), Xtr, **kw)["ntk"]
@@ -141,7 +147,7 @@ def theorem1_necessity(cfg) -> CheckResult:
                        "perm_deviation": float(np.max(np.abs(pred - pred_p)))}
     dev = _encoder_deviation(cfg, causal=False)
     dev_causal = _encoder_deviation(cfg, causal=True)
-    none, summ = out["NONE"], out["SUM"]
+    none, summ = out[cfg.theorem1_pe], out["SUM"]
     ok = none["z"] <= Z95 and none["perm_deviation"] <= 1e-6
     control = outcome(dev, 1e-5, dev <= 1e-5, "finite-width posjax bidirectional NoPE encoder: "
                       "max |F(Pi x) - Pi F(x)|")
@@ -171,8 +177,20 @@ def _tied_regime_corpus(n: int, vocab: int, *, identical: bool, seed: int = 0) -
     return np.repeat(P[:1], n, axis=0) if identical else P
 
 
+def _ratio(X, regimes) -> dict:
+    """Smallest distinct-regime distance over largest same-regime distance of the rows of X."""
+    D = lstats.pairwise_distances(np.asarray(X, np.float64))
+    iu = np.triu_indices(len(regimes), k=1)
+    same = (regimes[:, None] == regimes[None, :])[iu]
+    d = D[iu]
+    return {"min_distinct": float(d[~same].min()), "max_tied": float(d[same].max()),
+            "mean_distinct": float(d[~same].mean()),
+            "ratio": float(d[~same].min() / max(d[same].max(), 1e-300))}
+
+
 def _separation(cfg, P_true, *, seed: int, samples: int | None, regimes: np.ndarray) -> dict:
-    """Train the tied toy on the empirical ``P_hat`` (``samples`` per position, or exact)."""
+    """Train the tied toy exactly on the empirical ``P_hat`` (``samples`` per position, or
+    exact ``P``); the model's ratio and the data's ratio (chord Hellinger rows of ``P_hat``)."""
     n, V = P_true.shape
     rng = np.random.default_rng(seed)
     if samples is None:
@@ -183,56 +201,56 @@ def _separation(cfg, P_true, *, seed: int, samples: int | None, regimes: np.ndar
     tcfg = toy.ToyConfig(num_positions=n, vocab_size=V, width=cfg.theorem4_width,
                          activation=cfg.activation, pe_init_std=0.0)
     p0 = toy.init_params(jax.random.PRNGKey(seed), tcfg)
-    run = dynamics.train_mlp_toy(p0, tcfg, P_hat, steps=cfg.theorem4_steps, lr=cfg.lr,
-                                 linearized=True)
-    D = lstats.pairwise_distances(np.asarray(run["params"]["P"], np.float64))
-    iu = np.triu_indices(n, k=1)
-    same = (regimes[:, None] == regimes[None, :])[iu]
-    d = D[iu]
-    return {"min_distinct": float(d[~same].min()), "max_tied": float(d[same].max()),
-            "mean_distinct": float(d[~same].mean()),
-            "ratio": float(d[~same].min() / max(d[same].max(), 1e-300))}
+    run = dynamics.train_mlp_toy(p0, tcfg, P_hat, steps=cfg.theorem4_steps, lr=cfg.lr)
+    model = _ratio(run["params"]["P"], regimes)
+    data = _ratio(np.sqrt(P_hat), regimes)
+    return {**model, "data_ratio": data["ratio"],
+            "relative": model["ratio"] / max(data["ratio"], 1e-300)}
 
 
 def theorem4_separation(cfg) -> CheckResult:
     """Theorem 4 as MLM from tied positions (see module docstring).
 
-    Reading: toy MLM (context-free MLP, NTK parameterisation, all ``p_i(0) = 0``) trained by
-    gradient descent on ``nt.linearize`` of the model, on the empirical distributions of
-    ``theorem4_samples`` sampled tokens per position of a hard three-regime corpus (positions
-    of one regime share ``P_i``). Statistic: the smallest over seeds of
-    ``min_{P_i != P_j} |p_i - p_j| / max_{P_i = P_j} |p_i - p_j|``. Pass: > 2 on every seed
-    (every differing pair ends farther apart than any pair kept together only by sampling
-    noise). Control: exact ``P`` (no sampling noise): tied pairs stay exactly together
-    (max tied / mean distinct <= 1e-6). Negative control: every position shares one ``P``
-    (premise violated), same regime labels: the ratio must not exceed 2.
+    Reading: the context-free toy (NTK parameterisation, all ``p_i(0) = 0``) trained by exact
+    gradient descent on the empirical distributions of ``theorem4_samples`` sampled tokens per
+    position of a hard three-regime corpus (positions of one regime share ``P_i``). Model ratio
+    ``min_{P_i != P_j} |p_i - p_j| / max_{P_i = P_j} |p_i - p_j|``; data ratio the same on the
+    rows ``sqrt(P_hat_i)`` (chord Hellinger). Statistic: the smallest over seeds of model ratio
+    / data ratio. PASS when it exceeds 1 and the model ratio exceeds 1 on every seed (training
+    keeps every differing pair farther apart than any tied pair, at least as clearly as the
+    data do; a reading). Control: exact ``P`` - tied pairs stay exactly together. Negative
+    control and premise breaker: one shared ``P`` for every position.
     """
     n, V = 9, 20
     regimes = np.repeat(np.arange(3), 3)
-    P = _tied_regime_corpus(n, V, identical=False)
+    P = _tied_regime_corpus(n, V, identical=cfg.theorem4_shared_P)
     P_flat = _tied_regime_corpus(n, V, identical=True)
     seeds = tuple(cfg.theorem4_seeds)
     runs = [_separation(cfg, P, seed=s, samples=cfg.theorem4_samples, regimes=regimes)
             for s in seeds]
-    ratios = [r["ratio"] for r in runs]
-    stat = min(ratios)
-    exact = _separation(cfg, P, seed=seeds[0], samples=None, regimes=regimes)
+    rel = [r["relative"] for r in runs]
+    stat = min(rel)
+    ok = stat > 1.0 and min(r["ratio"] for r in runs) > 1.0
+    exact = _separation(cfg, _tied_regime_corpus(n, V, identical=False), seed=seeds[0],
+                        samples=None, regimes=regimes)
     exact_stat = exact["max_tied"] / exact["mean_distinct"]
     flat = [_separation(cfg, P_flat, seed=s, samples=cfg.theorem4_samples, regimes=regimes)
             for s in seeds]
-    flat_stat = max(r["ratio"] for r in flat)
+    flat_ok = min(r["relative"] for r in flat) > 1.0 and min(r["ratio"] for r in flat) > 1.0
     control = outcome(exact_stat, 1e-6, exact_stat <= 1e-6,
                       "exact P: max tied-pair distance / mean distinct-pair distance")
-    negative = outcome(flat_stat, 2.0, flat_stat > 2.0,
-                       "one shared P for every position: max over seeds of the ratio")
+    negative = outcome(min(r["relative"] for r in flat), 1.0, flat_ok,
+                       "one shared P for every position: model / data ratio (and the rule)")
     detail = (f"{len(seeds)} seeds, {n} positions in 3 regimes, V={V}, "
               f"{cfg.theorem4_samples} samples/position, width {cfg.theorem4_width}, "
-              f"{cfg.theorem4_steps} GD steps on nt.linearize from tied p=0: min distinct / max "
-              f"tied distance per seed {fmt(ratios)} (> 2 on every seed); exact-P control "
-              f"{exact_stat:.1e} (<= 1e-6); shared-P negative control max ratio {flat_stat:.3f} "
-              f"(must not exceed 2)")
-    return CheckResult("theorem4_separation", bool(stat > 2.0), stat, 2.0, detail, {
+              f"{cfg.theorem4_steps} exact GD steps from tied p=0: model ratio per seed "
+              f"{fmt([r['ratio'] for r in runs])}, data ratio {fmt([r['data_ratio'] for r in runs])},"
+              f" model / data {fmt(rel)} (> 1 on every seed, model ratio > 1); exact-P control "
+              f"{exact_stat:.1e} (<= 1e-6); shared-P model / data "
+              f"{fmt([r['relative'] for r in flat])} (must fail)")
+    return CheckResult("theorem4_separation", bool(ok), stat, 1.0, detail, {
         "per_seed": runs, "seeds": list(seeds), "exact": exact, "shared_P": flat,
         "control": control, "negative_control": negative,
         "config": {"num_positions": n, "vocab_size": V, "samples": cfg.theorem4_samples,
-                   "width": cfg.theorem4_width, "steps": cfg.theorem4_steps, "lr": cfg.lr}})
+                   "width": cfg.theorem4_width, "steps": cfg.theorem4_steps, "lr": cfg.lr,
+                   "shared_P": cfg.theorem4_shared_P}})
