@@ -9,6 +9,7 @@ Importing ``ntk`` is light: neural-tangents (through the import-time adaptation 
 >>> nt = ntk.load_neural_tangents()            # a working neural_tangents module
 >>> theta_p = ntk.positional_ntk(model, tokens) # J_p J_p^T over the PE parameters
 >>> results = ntk.checks.run_all(quick=True)    # or: python -m ntk --quick --out runs/ntk
+>>> results[0].data["mutants"]                  # the check rerun with its theory side poisoned
 """
 import importlib
 
@@ -24,7 +25,8 @@ _LAZY = {
     "neural_tangents": "ntk.recording",
 }
 _SUBMODULES = ("checks", "lemma_statistics", "kernels", "attention", "toy", "sweeps", "dynamics",
-               "theorems", "appendix_a", "conjecture", "result", "recording", "report")
+               "theorems", "appendix_a", "conjecture", "result", "recording", "report",
+               "mutants", "attention_lemmas", "provenance")
 
 
 def __getattr__(name):

@@ -87,7 +87,7 @@ SPECS: dict[str, CheckSpec] = {
         nuisance={"window_top": _windows, "seed_subset": _leave_one_seed_out},
         description="c1, c2 from nt.empirical_ntk_fn against exact one-step displacements"),
     "lemma5_hellinger_monotonicity": CheckSpec(
-        lemma5_hellinger_monotonicity, premise_breakers={"shuffled_positions": _SHUFFLED},
+        lemma5_hellinger_monotonicity, premise_breakers={"mean_field": appendix_a.mean_field},
         nuisance=_LAZY_NUISANCE,
         description="Hellinger-monotonicity score of trained displacements, L4 bounds"),
     "monotonicity_conjecture": CheckSpec(
