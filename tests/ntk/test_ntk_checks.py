@@ -8,8 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ntk import appendix_a, checks, conjecture, theorems
-from ntk.conjecture import ConjectureConfig
+from ntk import appendix_a, checks, theorems
 from ntk.result import CheckResult
 from ntk.sweeps import SweepConfig
 
@@ -33,8 +32,6 @@ def test_check_result_serialises_with_the_shared_converter():
 def test_sweep_config_validation():
     with pytest.raises(ValueError, match="increasing"):
         SweepConfig(widths=(64,))
-    with pytest.raises(ValueError, match="20 tables"):
-        ConjectureConfig(tables=5)
     with pytest.raises(ValueError, match="horizon_steps"):
         SweepConfig(horizon_steps=30)
     with pytest.raises(ValueError, match="seed_subset"):
@@ -62,41 +59,6 @@ def test_kernel_regression_matches_numpy_ridge():
                                                     jnp.asarray(Kt), 0.1))
     reg = 0.1 * np.trace(K) / 6                      # neural-tangents scales diag_reg
     np.testing.assert_allclose(got, Kt @ np.linalg.solve(K + reg * np.eye(6), y), rtol=1e-8)
-
-
-def test_heldout_losses_match_numpy_and_the_exact_fit_floor():
-    rng = np.random.default_rng(2)
-    P = rng.dirichlet(np.ones(5), size=4)
-    P_hat = np.stack([rng.dirichlet(np.ones(5), size=4) for _ in range(2)])
-    A = rng.normal(size=(4, 4))
-    K = A @ A.T + 0.5 * np.eye(4)
-    got = conjecture.heldout_losses(jnp.asarray(K)[None], P, P_hat, 0.05)   # [1, 2]
-    reg = 0.05 * np.trace(K) / 4
-    for s in range(2):
-        mean = P_hat[s].mean(0)
-        yhat = mean + K @ np.linalg.solve(K + reg * np.eye(4), P_hat[s] - mean)
-        ref = np.mean(np.sum((yhat - P) ** 2, 1) + 1 - np.sum(P * P, 1))
-        assert got[0, s] == pytest.approx(ref, rel=1e-4)
-
-
-def test_conjecture_tables_are_norm_matched_and_the_mds_table_has_low_stress():
-    import posjax.geometry as geo
-    from posjax.data.synthetic import three_regime_corpus
-    P = three_regime_corpus(10, 12, mixing="linear", seed=0).P
-    names, tables = conjecture.conjecture_tables(P, 4, 20)
-    assert len(names) == len(set(names)) == 20 and tables.shape == (20, 10, 4)
-    np.testing.assert_allclose(np.sqrt(np.mean(np.sum(tables ** 2, -1), -1)), 1.0, rtol=1e-9)
-    np.testing.assert_allclose(tables.mean(1), 0.0, atol=1e-12)
-    H = jnp.asarray(conjecture.lstats.hellinger_chord(P), jnp.float32)
-    s = [float(geo.stress(H, coords=jnp.asarray(t, jnp.float32), scale="optimal"))
-         for t in tables]
-    assert s[names.index("hellinger_mds")] == min(s)
-
-
-def test_bootstrap_ci_brackets_the_mean():
-    v = np.random.default_rng(0).normal(1.0, 0.1, size=20)
-    lo, hi = conjecture.bootstrap_ci(v, num=500)
-    assert lo < v.mean() < hi and hi - lo < 0.2
 
 
 def test_tangent_spectrum():

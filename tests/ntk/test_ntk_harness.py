@@ -12,7 +12,6 @@ import pytest
 
 from ntk import checks, mutants
 from ntk.__main__ import main
-from ntk.conjecture import ConjectureConfig
 from ntk.recording import POISON_TARGETS, cached_with_calls, neural_tangents, poisoned
 from ntk.sweeps import SweepConfig
 
@@ -21,10 +20,7 @@ TINY = SweepConfig(widths=(8, 16, 24), seeds=(0, 1), num_positions=8, vocab_size
                    slope_bootstrap=200, sufficiency_widths=(16,), sufficiency_sequences=64,
                    sufficiency_resamples=2, theorem1_train=32, theorem1_test=64,
                    theorem4_width=32, theorem4_samples=50, theorem4_steps=20,
-                   theorem4_seeds=(0,),
-                   conjecture=ConjectureConfig(tables=20, dim=4, positions=8, vocab=10,
-                                               seeds=(0, 1), corpora=(0,), widths=(16, 32),
-                                               mc_samples=1, bootstrap=200))
+                   theorem4_seeds=(0,))
 # The lemma checks on the toy, whose mutants the tiny run settles by construction.
 LEMMAS = ["lemma1_linearization", "lemma3_linear_displacement", "lemma4_distortion_bounds",
           "lemma5_hellinger_monotonicity"]
@@ -109,8 +105,9 @@ def test_verdict_vocabulary_and_overrides():
     assert mutants.verdict_of([True, True]) == "PASS"
     assert mutants.verdict_of([False]) == "FAIL"
     assert mutants.verdict_of([True, False, True]) == "FRAGILE"
-    cfg = mutants.apply_overrides(TINY, {"conjecture.ridge": 0.5, "lr": 0.1})
-    assert cfg.conjecture.ridge == 0.5 and cfg.lr == 0.1 and cfg.conjecture.dim == 4
+    cfg = mutants.apply_overrides(TINY, {"conjecture.samples": 7, "lr": 0.1})
+    assert cfg.conjecture.samples == 7 and cfg.lr == 0.1
+    assert cfg.conjecture.dim == TINY.conjecture.dim
     with pytest.raises(ValueError, match="no field 'nope'"):
         mutants.apply_overrides(TINY, {"nope.x": 1})
 
