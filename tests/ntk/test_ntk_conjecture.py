@@ -233,4 +233,22 @@ def test_nt_predict_poison_removes_every_association(tiny):
     assert res.statistic == 0.0
     for v in res.data["statistics"].values():
         assert v["rho_H"] == [0.0] * 4 and v["rho_line"] == [0.0] * 4
+        assert v["winners"] == {"tie": 4}                  # no table is better than another
     assert tiny.data["statistics"] != res.data["statistics"]
+
+
+def test_verdict_rules_across_ridges():
+    up, down, mixed = [0.1, 0.5], [-0.5, -0.1], [-0.1, 0.3]
+    rv = conjecture._ridge_verdict
+    assert rv({"rho_H": up, "H_minus_line": up, "H_minus_other": up}, 0.6) == "reproduced"
+    assert rv({"rho_H": up, "H_minus_line": up, "H_minus_other": up}, 0.5) == \
+        "specific, not best"
+    assert rv({"rho_H": up, "H_minus_line": mixed, "H_minus_other": up}, 0.9) == "not specific"
+    assert rv({"rho_H": down, "H_minus_line": up, "H_minus_other": up}, 0.9) == "not reproduced"
+    assert rv({"rho_H": mixed, "H_minus_line": up, "H_minus_other": up}, 0.9) == "inconclusive"
+    ov = conjecture._overall_verdict
+    assert ov(["reproduced"] * 3) == "reproduced"
+    assert ov(["reproduced", "not specific", "specific, not best"]) == "not specific"
+    assert ov(["reproduced", "specific, not best", "reproduced"]) == "inconclusive"
+    assert ov(["not specific", "not reproduced", "reproduced"]) == "not reproduced"
+    assert ov(["not specific", "inconclusive", "not specific"]) == "inconclusive"
