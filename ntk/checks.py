@@ -96,11 +96,19 @@ SPECS: dict[str, CheckSpec] = {
         nuisance=getattr(conjecture, "NUISANCE", {}),
         description="specificity of stress-vs-loss to the corpus' Hellinger geometry"),
 }
-for _name in ("lemma1_attention", "lemma3_attention", "lemma4_attention"):
+_ATT_BREAKERS = getattr(attention_lemmas, "PREMISE_BREAKERS", {})
+_ATT_PREMISES = {
+    "lemma1_attention": {k: v for k, v in _ATT_BREAKERS.items() if k == "non_lazy"},
+    "lemma3_attention": dict(_ATT_BREAKERS),
+    # widths below V - 1: J_p^T cannot be injective on the tangent space
+    "lemma4_attention": {"bottleneck": lambda cfg: {"attention.widths": tuple(
+        w for w in (2, 4, 8) if w < cfg.attention.vocab_size - 1
+        and w % cfg.attention.num_heads == 0), "attention.window_top": None}},
+}
+for _name, _premises in _ATT_PREMISES.items():
     if hasattr(attention_lemmas, _name):
         SPECS[_name] = CheckSpec(
-            getattr(attention_lemmas, _name),
-            premise_breakers=getattr(attention_lemmas, "PREMISE_BREAKERS", {}),
+            getattr(attention_lemmas, _name), premise_breakers=_premises,
             nuisance=getattr(attention_lemmas, "NUISANCE", {}),
             description=f"{_name.split('_')[0]} on a one-layer posjax Transformer")
 
