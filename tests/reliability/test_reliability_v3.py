@@ -97,3 +97,92 @@ def test_r2_lm_targets_ignore_index_and_out_of_range():
     # the dense and chunked gradients agree with ignored targets (they differed by 1.03 at -1)
     for a, b in zip(jax.tree.leaves(out[False]), jax.tree.leaves(out[True])):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+# --- R1 / R8: corpora -------------------------------------------------------------------------
+def _jsonl(path, rows):
+    import json
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_r1_label_mapping_over_all_files(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from posjax.data.corpus import load_corpus
+
+    # "pos" is the only class of validation: it must keep the id it has in train
+    _jsonl(tmp_path / "train.jsonl", [{"text": "a", "label": "neg"}, {"text": "b", "label": "pos"}])
+    _jsonl(tmp_path / "validation.jsonl", [{"text": "c", "label": "pos"}])
+    s = load_corpus(tmp_path)
+    assert s["train"].label_names == s["validation"].label_names == ("neg", "pos")
+    assert list(s["train"].labels) == [0, 1] and list(s["validation"].labels) == [1]
+    # int 1 in train, string "1" in validation: refused, naming both files
+    _jsonl(tmp_path / "train.jsonl", [{"text": "a", "label": 0}, {"text": "b", "label": 1}])
+    _jsonl(tmp_path / "validation.jsonl", [{"text": "c", "label": "1"}])
+    with pytest.raises(ValueError, match=r"integers in .*train\.jsonl but class names in "
+                                         r".*validation\.jsonl \(e\.g\. '1'\)"):
+        load_corpus(tmp_path)
+    # round trip over random names spread over three files and formats
+    rng = np.random.default_rng(0)
+    for trial in range(5):
+        d = tmp_path / f"t{trial}"
+        d.mkdir()
+        classes = [f"c{int(x)}" for x in rng.choice(50, 4, replace=False)]
+        written = {}
+        for name in ("train.jsonl", "dev.parquet", "test.csv"):
+            labels = [classes[i] for i in rng.integers(0, 4, int(rng.integers(1, 6)))]
+            texts = [f"t {i}" for i in range(len(labels))]
+            written[name] = labels
+            if name.endswith("jsonl"):
+                _jsonl(d / name, [{"text": t, "label": x} for t, x in zip(texts, labels)])
+            elif name.endswith("parquet"):
+                pq.write_table(pa.table({"text": texts, "label": labels}), str(d / name))
+            else:
+                (d / name).write_text("text,label\n" + "".join(
+                    f"{t},{x}\n" for t, x in zip(texts, labels)))
+        s = load_corpus(d)
+        for split, name in zip(("train", "validation", "test"), written):
+            got = [s[split].label_names[i] for i in s[split].labels]
+            assert got == written[name], (trial, name)
+
+
+def test_r8_corpus_files_rows_and_columns(tmp_path):
+    from posjax.data.corpus import corpus_tokens, load_corpus, load_tokenizer
+
+    (tmp_path / "train.txt").write_text("one line\n")
+    (tmp_path / "test.en.txt").write_text("held out\n")
+    (tmp_path / "valid.txt").write_text("dev text\n")
+    s = load_corpus(tmp_path)
+    assert [list(s[k].texts) for k in ("train", "validation", "test")] == [
+        ["one line"], ["dev text"], ["held out"]]
+    for rows, match in (([{"text": "a", "label": 0}, {"label": 1}], r"x\.jsonl:2: column 'text'"),
+                        ([{"text": "a", "label": 0}, {"text": None, "label": 1}],
+                         r"x\.jsonl:2: column 'text' is missing or null"),
+                        ([{"text": "a"}, {"text": "b", "label": 1}],
+                         r"x\.jsonl:1: column 'label' is missing"),
+                        ([{"text": 3}], r"x\.jsonl:1: text column 'text' holds int")):
+        d = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        _jsonl(d / "x.jsonl", rows)
+        with pytest.raises(ValueError, match=match):
+            load_corpus(d)
+    with pytest.raises(ValueError, match=r"x\.jsonl has no label column 'polarity'"):
+        _jsonl(d / "x.jsonl", [{"text": "a", "label": 1}])
+        load_corpus(d, label_column="polarity")
+    (d / "x.jsonl").write_text('{"text": "a"}\n{"text": \n')
+    with pytest.raises(ValueError, match=r"x\.jsonl:2: not a JSON line"):
+        load_corpus(d)
+    (d / "x.jsonl").write_bytes(b'{"text": "a"}\n{"text": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"x\.jsonl:2: not UTF-8"):
+        load_corpus(d)
+    (d / "x.jsonl").unlink()
+    (d / "x.csv").write_text("")
+    with pytest.raises(ValueError, match=r"x\.csv: cannot read the csv table"):
+        load_corpus(d)
+    (d / "x.csv").write_text("text,label\n1,0\n")  # a numeric-looking text stays the string
+    assert list(load_corpus(d)["train"].texts) == ["1"]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"]) + "\n")
+    with pytest.raises(ValueError, match="one string 'hello'"):
+        corpus_tokens("hello", load_tokenizer(vocab), 4)
