@@ -186,3 +186,33 @@ def test_r8_corpus_files_rows_and_columns(tmp_path):
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"]) + "\n")
     with pytest.raises(ValueError, match="one string 'hello'"):
         corpus_tokens("hello", load_tokenizer(vocab), 4)
+
+
+# --- R3: decode past the end of a full-attention cache ----------------------------------------
+def test_r3_decode_past_cache_end_raises():
+    from posjax.input_checks import collect, first_error, stack_rows
+
+    m = _lm(False)
+    graphdef, state = nnx.split(m)
+    tok = jnp.asarray(np.random.default_rng(1).integers(0, 16, (2, 7)), jnp.int32)
+
+    @jax.jit
+    def step(state, t, cache):
+        with collect() as rows:
+            logits, cache = nnx.merge(graphdef, state).decode(t, cache)
+        return logits, cache, stack_rows(rows)
+
+    cache = m.init_cache(2, 6)
+    with pytest.raises(ValueError, match="decode got 7 tokens for a cache of 6 slots"):
+        m.decode(tok, cache)
+    first, cache, _ = step(state, tok[:, :4], cache)
+    with pytest.raises(ValueError, match=r"past the end of the cache: slots 4\.\.6 of a cache "
+                                         r"of 6 slots"):
+        m.decode(tok[:, 4:7], cache)  # eager, concrete index
+    second, full, rows = step(state, tok[:, 4:6], cache)  # exactly full: the plain forward
+    assert first_error(rows) is None
+    plain = jax.jit(lambda s, t: nnx.merge(graphdef, s)(t))(state, tok[:, :6])
+    np.testing.assert_allclose(np.concatenate([first, second], 1), plain, atol=1e-5)
+    over, _, rows = step(state, tok[:, 5:7], full)
+    assert np.isnan(np.asarray(over)).all()
+    assert first_error(rows) == "cache slot 7 >= cache size 6"
