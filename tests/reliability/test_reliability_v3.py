@@ -216,3 +216,38 @@ def test_r3_decode_past_cache_end_raises():
     over, _, rows = step(state, tok[:, 5:7], full)
     assert np.isnan(np.asarray(over)).all()
     assert first_error(rows) == "cache slot 7 >= cache size 6"
+
+
+# --- R6: generate(use_cache=False) equals plain forwards, whatever max_new_tokens ------------
+def _check_recompute_generation(name, options, new=2):
+    from posjax.models import LanguageModel, TransformerConfig, generate
+
+    cfg = TransformerConfig(vocab_size=11, num_layers=1, d_model=16, num_heads=2, d_ff=16,
+                            max_len=12, pe=name, causal=True, pe_options=options)
+    m = LanguageModel(cfg, rngs=nnx.Rngs(0))
+    prompt = jnp.asarray([[1, 5, 2, 7], [3, 9, 4, 4]], jnp.int32)
+    tokens, logits = generate(m, prompt, max_new_tokens=new, use_cache=False, return_logits=True)
+    short = generate(m, prompt, max_new_tokens=1, use_cache=False, return_logits=True)[1]
+    forward = nnx.jit(lambda m, t: m(t))
+    for k in range(new):  # step k: a plain forward over the prompt and the k tokens so far
+        want = forward(m, tokens[:, :4 + k])[:, -1]
+        np.testing.assert_allclose(logits[:, k], want, atol=2e-5, err_msg=f"{name} step {k}")
+    np.testing.assert_allclose(short[:, 0], logits[:, 0], atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("name, options", [("cape", {"center": True}),
+                                           ("rope_ntk", {"dynamic": True, "factor": 4.0,
+                                                         "original_max_len": 4}),
+                                           ("cpe", {})])
+def test_r6_generate_without_cache_equals_plain_forward(name, options):
+    _check_recompute_generation(name, options)
+
+
+@pytest.mark.slow
+def test_r6_generate_without_cache_every_registered_pe():
+    import posjax.encodings as registry
+
+    for name in registry.names():
+        if name in ("rope2d_axial", "sinusoidal2d"):  # need a square grid, not a causal LM
+            continue
+        _check_recompute_generation(name, {})
