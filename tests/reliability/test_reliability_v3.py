@@ -251,3 +251,56 @@ def test_r6_generate_without_cache_every_registered_pe():
         if name in ("rope2d_axial", "sinusoidal2d"):  # need a square grid, not a causal LM
             continue
         _check_recompute_generation(name, {})
+
+
+# --- R5: training losses honour the segment_ids of packed batches ------------------------------
+def test_r5_packed_losses_equal_unpacked():
+    from posjax.models import Classifier, LanguageModel, TransformerConfig
+    from posjax.training import classification_loss, masked_lm_loss, pack_sequences
+
+    rng = np.random.default_rng(3)
+    seqs = [rng.integers(0, 16, n).astype(np.int32) for n in (5, 3, 4, 2, 6)]
+    packed = pack_sequences(seqs, 8, labels=[0, 1, 1, 0, 1])
+    assert packed["tokens"].shape[0] < len(seqs)  # some rows hold several sequences
+    batch = {k: jnp.asarray(v) for k, v in packed.items() if k != "example"}
+    cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                            max_len=8, causal=True, dropout=0.0)
+    key = jax.random.key(0)
+    lm = LanguageModel(cfg, rngs=nnx.Rngs(0))
+    loss, metrics = jax.jit(lambda b: masked_lm_loss(lm, b, key))(batch)
+    # reference: one sequence per row (right-padded, so causally unaffected), float64 NumPy
+    alone = np.zeros((len(seqs), 8), np.int32)
+    real = np.zeros((len(seqs), 8), bool)
+    for i, s in enumerate(seqs):
+        alone[i, :len(s)], real[i, :len(s)] = s, True
+    z = np.asarray(nnx.jit(lambda m, t: m(t))(lm, jnp.asarray(alone)), np.float64)[:, :-1]
+    top = z.max(-1, keepdims=True)
+    logp = z - top - np.log(np.exp(z - top).sum(-1, keepdims=True))
+    targets = real[:, 1:]
+    nll = -np.take_along_axis(logp, alone[:, 1:, None], -1)[..., 0][targets]
+    hits = (z.argmax(-1) == alone[:, 1:])[targets]
+    np.testing.assert_allclose(float(loss), nll.mean(), rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["token_accuracy"]), hits.mean(), rtol=1e-6)
+
+    clf = Classifier(cfg.replace(causal=False), 2, pooling="mean", rngs=nnx.Rngs(0))
+    score = jax.jit(lambda b: classification_loss(clf, b, key, deterministic=True))
+    loss, metrics = score(batch)
+    want, _ = score({"tokens": jnp.asarray(alone), "padding_mask": jnp.asarray(real),
+                     "labels": jnp.asarray([0, 1, 1, 0, 1])})
+    np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
+    # a label on an empty slot is skipped; a bad label on a real segment is an error
+    empty = np.asarray(packed["example"]) < 0
+    assert empty.any()
+    skipped = dict(batch, labels=jnp.where(empty, 7, batch["labels"]))
+    assert float(score(skipped)[0]) == pytest.approx(float(loss), rel=1e-6)
+    from posjax.input_checks import collect, first_error, stack_rows
+
+    def checked(b):
+        with collect() as rows:
+            classification_loss(clf, b, key, deterministic=True)
+        return stack_rows(rows)
+
+    bad = jax.jit(checked)(dict(batch, labels=batch["labels"].at[0, 0].set(-1)))
+    assert first_error(bad).startswith("label -1 < 0")
+    with pytest.raises(ValueError, match=r"needs labels \[B, S\] with segment_ids"):
+        classification_loss(clf, dict(batch, labels=batch["labels"][:, 0]), key)
