@@ -304,3 +304,24 @@ def test_r5_packed_losses_equal_unpacked():
     assert first_error(bad).startswith("label -1 < 0")
     with pytest.raises(ValueError, match=r"needs labels \[B, S\] with segment_ids"):
         classification_loss(clf, dict(batch, labels=batch["labels"][:, 0]), key)
+
+
+# --- R4: module attributes other than the config are part of the run record ------------------
+def test_r4_changed_module_attribute_refuses_resume(tmp_path):
+    import inspect
+
+    from posjax.models import Classifier
+
+    _tiny.run(str(tmp_path), steps=2, log_every=1)
+    other = {"config": _tiny.CFG.replace(d_ff=16), "num_classes": 3, "pooling": "cls"}
+    params = [p for p in inspect.signature(Classifier.__init__).parameters
+              if p not in ("self", "rngs")]
+    assert set(params) == set(other), "a new Classifier argument needs a changed value here"
+    for name in params:
+        kwargs = {"config": _tiny.CFG, "num_classes": 2, "pooling": "mean", name: other[name]}
+        changed = Classifier(**kwargs, rngs=nnx.Rngs(0))
+        field = "configs.config.d_ff" if name == "config" else f"attributes.{name}: stored"
+        with pytest.raises(ValueError, match=f"different configuration .*model.{field}"):
+            _tiny.run(str(tmp_path), m=changed, steps=2, log_every=1)
+    # the same module resumes (nothing else in the record changed)
+    _tiny.run(str(tmp_path), steps=2, log_every=1)
