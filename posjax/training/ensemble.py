@@ -103,21 +103,21 @@ class _ReadKeys(dict):
         self.read.add(key)
         return super().__contains__(key)
 
-    def __iter__(self):
+    def _all(self, view):
         self.read.update(super().keys())
-        return super().__iter__()
+        return view()
+
+    def __iter__(self):
+        return self._all(super().__iter__)
 
     def keys(self):
-        self.read.update(super().keys())
-        return super().keys()
+        return self._all(super().keys)
 
     def items(self):
-        self.read.update(super().keys())
-        return super().items()
+        return self._all(super().items)
 
     def values(self):
-        self.read.update(super().keys())
-        return super().values()
+        return self._all(super().values)
 
 
 def _build_members(make_model: Callable, members: Sequence[dict]) -> list:
