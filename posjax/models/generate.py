@@ -32,9 +32,9 @@ def sample_logits(logits: jax.Array, key: jax.Array, *, temperature: jax.Array |
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "top_k", "greedy",
-                                             "use_cache"))
+                                             "use_cache", "exact_lengths"))
 def _generate(graphdef, state, prompt, lengths, key, temperature, *, max_new_tokens: int,
-              top_k: int | None, greedy: bool, use_cache: bool):
+              top_k: int | None, greedy: bool, use_cache: bool, exact_lengths: bool = False):
     model = nnx.merge(graphdef, state)
     batch, prompt_len = prompt.shape
     total = prompt_len + max_new_tokens
@@ -64,6 +64,17 @@ def _generate(graphdef, state, prompt, lengths, key, temperature, *, max_new_tok
             return (cache, logits[:, 0], buf, key), last
 
         carry = (cache, logits[:, -1], buf, key)
+    elif exact_lengths:
+        # PEs whose outputs depend on the sequence length (CAPE centring, dynamic NTK, a
+        # convolution over the stream): step i runs on exactly prompt_len + i tokens, one
+        # program per length, never on the zero-padded buffer.
+        steps = []
+        for i in range(max_new_tokens):
+            last = model(buf[:, :prompt_len + i])[rows, lengths + i - 1]
+            key, sub = jax.random.split(key)
+            buf = buf.at[rows, lengths + i].set(sample(last, sub))
+            steps.append(last)
+        return buf, jnp.stack(steps, 1)
     else:
         def step(carry, i):
             buf, key = carry
@@ -93,7 +104,10 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
       top_k: sample only among the ``top_k`` largest logits (None: all).
       rng: PRNG key, required when ``temperature > 0``.
       use_cache: decode from a key/value cache (one new token per step); False recomputes the
-        whole buffer every step (the reference; works with every causal PE).
+        sequence every step (the reference; works with every causal PE): step k's logits are
+        those of a plain forward pass over the prompt and the k tokens so far, whatever
+        ``max_new_tokens`` (for a PE that cannot decode from a cache, e.g. CAPE with
+        ``center=True`` or dynamic NTK, each step runs on exactly that many tokens).
       return_logits: also return the float32 logits ``[batch, max_new_tokens, vocab]`` each new
         token was chosen from.
       prompt_lengths: optional int ``[batch]``: row b's prompt is ``prompt[b, :prompt_lengths[b]]``
@@ -137,6 +151,8 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
                              f"{pe.max_positions} positions of PE '{pe.name}'")
     if use_cache:
         model.transformer.check_support("kv_cache")
+    length_dependent = [r for r in (pe.kv_cache_unsupported() for pe in model.transformer.pes)
+                        if r]
     prompt = prompt.astype(jnp.int32)
     batch, prompt_len = prompt.shape
     if prompt_lengths is None:
@@ -147,6 +163,11 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
                 or lengths.min() < 1 or lengths.max() > prompt_len:
             raise ValueError(f"prompt_lengths must be {batch} integers in [1, {prompt_len}], "
                              f"got {prompt_lengths!r}")
+        if length_dependent and lengths.min() < prompt_len:
+            raise ValueError(f"prompt_lengths shorter than the prompt width need use_cache=True "
+                             f"or a PE whose outputs do not depend on the sequence length; PE "
+                             f"'{model.transformer.pe.name}': {length_dependent[0]} (generate "
+                             f"rows of equal length together instead)")
         lengths = jnp.asarray(lengths, jnp.int32)
         prompt = jnp.where(jnp.arange(prompt_len)[None] < lengths[:, None], prompt, 0)
     low, high = int(prompt.min()), int(prompt.max())
@@ -161,5 +182,6 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
     tokens, logits = _generate(graphdef, state, prompt, lengths, key,
                                jnp.float32(temperature or 1.0),
                                max_new_tokens=int(max_new_tokens), top_k=top_k, greedy=greedy,
-                               use_cache=use_cache)
+                               use_cache=use_cache,
+                               exact_lengths=not use_cache and bool(length_dependent))
     return (tokens, logits) if return_logits else tokens

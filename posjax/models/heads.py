@@ -114,6 +114,10 @@ class LanguageModel(nnx.Module):
              rngs=None, head_mask=None, chunk_size=None, segment_ids=None):
         """Per-token cross-entropy ``[B, T]`` (float32) of ``targets [B, T]``.
 
+        A target ``-100`` (``posjax.training.chunked_ce.IGNORE_INDEX``) has loss 0 and no
+        gradient; any other target outside ``[0, vocab_size)`` raises (concrete targets) or, under
+        jit, gives a NaN loss and a ``check_range`` row that the training step reports.
+
         With ``config.chunked_lm_loss`` (or, when None, ``vocab_size >= 8192``) the vocabulary
         projection and the loss run through :func:`posjax.training.chunked_cross_entropy`, so the
         ``[B * T, V]`` logits are never materialised; otherwise the logits of ``__call__`` are
@@ -123,15 +127,18 @@ class LanguageModel(nnx.Module):
         if chunked is None:
             chunked = self.config.vocab_size >= CHUNKED_LM_LOSS_MIN_VOCAB
         targets = jnp.asarray(targets)
+        from posjax.training.chunked_ce import (  # noqa: PLC0415
+            chunked_cross_entropy, lm_targets, masked_losses)
+
+        safe, ignored, bad = lm_targets(targets.reshape(-1), self.config.vocab_size)  # fail fast
         if not chunked:
             logits = self(tokens, positions=positions, padding_mask=padding_mask,
                           deterministic=deterministic, rngs=rngs, head_mask=head_mask,
                           segment_ids=segment_ids)
             z = logits.reshape(-1, logits.shape[-1])
             lse = jax.nn.logsumexp(z, axis=-1)
-            picked = jnp.take_along_axis(z, targets.reshape(-1, 1).astype(jnp.int32), -1)[:, 0]
-            return (lse - picked).reshape(targets.shape)
-        from posjax.training.chunked_ce import chunked_cross_entropy  # noqa: PLC0415
+            picked = jnp.take_along_axis(z, safe[:, None], -1)[:, 0]
+            return masked_losses(lse - picked, ignored, bad).reshape(targets.shape)
 
         hidden = self.transformer(tokens, positions=positions, padding_mask=padding_mask,
                                   deterministic=deterministic, rngs=rngs, head_mask=head_mask,

@@ -293,18 +293,34 @@ class Transformer(nnx.Module):
         The new keys/values fill slots ``index .. index + T - 1``; query t attends to the slots
         up to its own that hold its segment. Positions default to ``index + arange(T)``
         (explicit ones give offsets for left-padded or packed prompts); segment ids default to 0.
-        The caller keeps ``index + T`` within the cache size (slots past the end are not
-        written).
+        The cache is a full-attention buffer: ``index + T`` must stay within its size (it never
+        wraps). Past the end, a concrete ``index`` raises; a traced one (under jit) gives NaN
+        hidden states and a :func:`posjax.input_checks.check_range` row ("cache slot"), never
+        a write over valid slots.
 
         Returns:
           ``(hidden [B, T, d_model], new_cache)``.
+
+        Raises:
+          ValueError: ``T`` larger than the cache, or (concrete index) ``index + T`` past its
+            end, or a cache of another batch size.
         """
         tokens = jnp.asarray(tokens)
+        if tokens.ndim != 2:
+            raise ValueError(f"decode needs tokens [B, T], got shape {tokens.shape}")
         batch, length = tokens.shape[:2]
         size = cache["positions"].shape[1]
         if cache["positions"].shape[0] != batch:
             raise ValueError(f"the cache holds {cache['positions'].shape[0]} rows, tokens {batch}")
+        if length > size:
+            raise ValueError(f"decode got {length} tokens for a cache of {size} slots")
         index = cache["index"]
+        last = jnp.asarray(index + length - 1)
+        if not isinstance(last, jax.core.Tracer) and int(last) >= size:
+            raise ValueError(f"decode past the end of the cache: slots {int(index)}.."
+                             f"{int(last)} of a cache of {size} slots (the cache does not wrap; "
+                             f"make it larger with init_cache)")
+        check_range(last, size, what="cache slot", limit_name="cache size")
         if positions is None:
             positions = index + jnp.arange(length, dtype=jnp.int32)
         positions = jnp.broadcast_to(batch_positions(positions), (batch, length)).astype(jnp.int32)
@@ -320,4 +336,4 @@ class Transformer(nnx.Module):
                               segment_ids=None, cache=cache)
         new_cache = {"index": index + length, "positions": k_positions,
                      "segment_ids": k_segments, "layers": layers}
-        return x, new_cache
+        return jnp.where(last < size, x, jnp.nan), new_cache  # traced overflow: NaN, not a value

@@ -7,6 +7,12 @@ accumulates ``dW += h_c^T G``, ``db += 1^T G`` and ``dh_c = G W^T``. Peak tempor
 ``O(c V)`` instead of the ``O(N V)`` float32 logits (and their softmax gradient) of the dense
 loss; the FLOPs are those of the dense loss plus one more ``[c, d] x [d, V]`` product per chunk
 (the recomputation). The logits and the softmax are float32 whatever the dtype of ``hidden``.
+
+Targets: ``IGNORE_INDEX`` (-100, the PyTorch convention) marks a token without a target: its loss
+and its gradient are exactly 0 in both the dense and the chunked loss. Any other label outside
+``[0, V)`` raises a ValueError for concrete labels; under ``jax.jit`` it is recorded through
+:func:`posjax.input_checks.check_range` (reported by the training step) and its loss is NaN,
+never a finite value scored against another row.
 """
 from __future__ import annotations
 
@@ -18,7 +24,13 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["chunked_cross_entropy", "dense_cross_entropy", "auto_chunk_size"]
+from posjax.input_checks import check_range
+
+__all__ = ["chunked_cross_entropy", "dense_cross_entropy", "auto_chunk_size", "IGNORE_INDEX",
+           "lm_targets", "masked_losses"]
+
+#: LM target without a loss (zero loss, zero gradient), as in PyTorch's ``ignore_index``.
+IGNORE_INDEX = -100
 
 #: Default entries of one chunk's ``[c, V]`` float32 logits (2^25: 128 MiB).
 CHUNK_ENTRIES = 1 << 25
@@ -36,13 +48,44 @@ def _logits(h, W, b):
         jnp.float32)
 
 
+def lm_targets(labels: jax.Array, vocab_size: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(safe [N] int32, ignored [N] bool, bad [N] bool)`` of integer targets ``labels``.
+
+    ``safe`` is 0 where a label is ``IGNORE_INDEX`` or out of ``[0, vocab_size)`` (so a gather
+    never clamps), ``labels`` elsewhere. Concrete out-of-range labels raise; traced ones are
+    recorded by :func:`posjax.input_checks.check_range`.
+
+    Raises:
+      ValueError: a concrete label outside ``[0, vocab_size)`` other than ``IGNORE_INDEX``.
+    """
+    xp = jnp if isinstance(labels, jax.core.Tracer) else np  # concrete labels: check now
+    host = xp.asarray(labels)
+    try:
+        check_range(xp.where(host == IGNORE_INDEX, 0, host), vocab_size, what="target",
+                    limit_name="vocab_size")
+    except ValueError as e:
+        raise ValueError(f"labels must be in [0, {vocab_size}) or {IGNORE_INDEX} (ignored): {e}"
+                         ) from None
+    labels = jnp.asarray(labels).astype(jnp.int32)
+    ignored = labels == IGNORE_INDEX
+    bad = ~ignored & ((labels < 0) | (labels >= vocab_size))
+    return jnp.where(ignored | bad, 0, labels), ignored, bad
+
+
+def masked_losses(losses: jax.Array, ignored: jax.Array, bad: jax.Array) -> jax.Array:
+    """Per-token losses with 0 (no gradient) on ignored targets and NaN on bad ones."""
+    return jnp.where(bad, jnp.nan, jnp.where(ignored, 0.0, losses))
+
+
 def dense_cross_entropy(hidden: jax.Array, weight: jax.Array, labels: jax.Array, *,
                         bias: jax.Array | None = None) -> jax.Array:
-    """The dense reference: ``[N, V]`` float32 logits, then ``logsumexp - logit[label]``."""
+    """The dense reference: ``[N, V]`` float32 logits, then ``logsumexp - logit[label]``
+    (targets as :func:`lm_targets`: 0 for ``IGNORE_INDEX``, NaN for a traced bad label)."""
     b = jnp.zeros((weight.shape[1],), jnp.float32) if bias is None else bias
     z = _logits(hidden, weight, b)
-    picked = jnp.take_along_axis(z, labels[:, None].astype(jnp.int32), axis=-1)[:, 0]
-    return jax.nn.logsumexp(z, axis=-1) - picked
+    safe, ignored, bad = lm_targets(labels, weight.shape[1])
+    picked = jnp.take_along_axis(z, safe[:, None], axis=-1)[:, 0]
+    return masked_losses(jax.nn.logsumexp(z, axis=-1) - picked, ignored, bad)
 
 
 def _chunks(x, c, nc):
@@ -107,7 +150,7 @@ def chunked_cross_entropy(hidden: jax.Array, weight: jax.Array, labels: jax.Arra
       hidden: ``[N, d]`` final hidden states (any float dtype; the product accumulates in
         float32).
       weight: ``[d, V]`` output projection (a tied embedding table is ``table.T``).
-      labels: ``[N]`` integer targets in ``[0, V)``.
+      labels: ``[N]`` integer targets in ``[0, V)``, or ``IGNORE_INDEX`` (loss and gradient 0).
       bias: optional ``[V]``.
       chunk_size: tokens per chunk (default :func:`auto_chunk_size`: about 128 MiB of float32
         logits per chunk).
@@ -118,7 +161,8 @@ def chunked_cross_entropy(hidden: jax.Array, weight: jax.Array, labels: jax.Arra
 
     Raises:
       ValueError: mismatched shapes, a non-integer ``labels``, ``chunk_size < 1``, or (for
-        concrete labels) a label outside ``[0, V)``.
+        concrete labels) a label outside ``[0, V)`` other than ``IGNORE_INDEX``; a traced one
+        gives a NaN loss and a :func:`posjax.input_checks.check_range` row.
     """
     if hidden.ndim != 2 or weight.ndim != 2 or hidden.shape[1] != weight.shape[0]:
         raise ValueError(f"need hidden [N, d] and weight [d, V], got {hidden.shape} and "
@@ -130,14 +174,10 @@ def chunked_cross_entropy(hidden: jax.Array, weight: jax.Array, labels: jax.Arra
     V = weight.shape[1]
     if bias is not None and bias.shape != (V,):
         raise ValueError(f"bias must have shape [V] = ({V},), got {bias.shape}")
-    if not isinstance(labels, jax.core.Tracer) and labels.size:
-        host = np.asarray(labels)
-        lo, hi = int(host.min()), int(host.max())
-        if lo < 0 or hi >= V:
-            raise ValueError(f"labels must be in [0, {V}), got values in [{lo}, {hi}]")
+    safe, ignored, bad = lm_targets(labels, V)
     c = auto_chunk_size(hidden.shape[0], V) if chunk_size is None else int(chunk_size)
     if c < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     c = min(c, max(hidden.shape[0], 1))
     b = jnp.zeros((V,), jnp.float32) if bias is None else bias
-    return _ce(hidden, weight, b, labels.astype(jnp.int32), c)
+    return masked_losses(_ce(hidden, weight, b, safe, c), ignored, bad)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
+import numpy as np
 import optax
 
 from posjax.config_types import check_field_types
@@ -54,6 +56,10 @@ class TrainConfig:
 
     def __post_init__(self):
         check_field_types(self, "TrainConfig.")
+        for field in dataclasses.fields(self):  # NaN passes every `<=` test below
+            value = getattr(self, field.name)
+            if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+                raise ValueError(f"TrainConfig.{field.name} must be finite, got {value}")
         if self.steps <= 0:
             raise ValueError(f"TrainConfig.steps must be positive, got {self.steps}")
         if self.batch_size <= 0:

@@ -69,14 +69,71 @@ class EnsembleResult:
     seconds: float
 
 
-def _member_config(config: TrainConfig, member: Mapping[str, Any]) -> TrainConfig:
+def _member_config(config: TrainConfig, member: Mapping[str, Any], index: int = 0
+                   ) -> TrainConfig:
     """``config`` with the member's hyper-parameters (validated by :class:`TrainConfig`)."""
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     fixed = sorted(k for k in member if k in fields and k not in MEMBER_HYPERPARAMETERS)
     if fixed:
         raise ValueError(f"member {dict(member)} sets {fixed}: only {MEMBER_HYPERPARAMETERS} may "
                          "differ between ensemble members (others change the compiled program)")
-    return config.replace(**{k: member[k] for k in MEMBER_HYPERPARAMETERS if k in member})
+    try:
+        return config.replace(**{k: member[k] for k in MEMBER_HYPERPARAMETERS if k in member})
+    except ValueError as e:
+        raise ValueError(f"ensemble member {index} ({dict(member)}): {e}") from None
+
+
+class _ReadKeys(dict):
+    """A member dict that records which keys ``make_model`` reads (iterating it counts as
+    reading every key)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.read: set = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def _all(self, view):
+        self.read.update(super().keys())
+        return view()
+
+    def __iter__(self):
+        return self._all(super().__iter__)
+
+    def keys(self):
+        return self._all(super().keys)
+
+    def items(self):
+        return self._all(super().items)
+
+    def values(self):
+        return self._all(super().values)
+
+
+def _build_members(make_model: Callable, members: Sequence[dict]) -> list:
+    """``make_model`` of every member; a key that is neither a hyper-parameter
+    (``MEMBER_HYPERPARAMETERS``) nor read by ``make_model`` for any member is refused (a typo
+    such as ``lr`` would otherwise be recorded but have no effect)."""
+    models, read = [], set(MEMBER_HYPERPARAMETERS)
+    for m in members:
+        tracked = _ReadKeys(m)
+        models.append(make_model(tracked))
+        read |= tracked.read
+    unused = sorted({k for m in members for k in m} - read, key=str)
+    if unused:
+        raise ValueError(f"ensemble member keys {unused} are never read by make_model and are "
+                         f"not training hyper-parameters {MEMBER_HYPERPARAMETERS}")
+    return models
 
 
 def _traced_config(config: TrainConfig, learning_rate: jax.Array, weight_decay: jax.Array):
@@ -230,7 +287,8 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
         member (data order per member; every member's batch must have the same shapes).
       config: the shared :class:`TrainConfig`; a member's ``seed``, ``learning_rate`` and
         ``weight_decay`` keys override it for that member.
-      members: a non-empty list of dicts, e.g. ``[{"seed": 0, "std": 0.1}, ...]``.
+      members: a non-empty list of dicts, e.g. ``[{"seed": 0, "std": 0.1}, ...]``; every key is
+        a hyper-parameter above or is read by ``make_model`` (else a ValueError names it).
       out_dir: ``metrics.jsonl`` (one row per log step, lists indexed by member),
         ``config.json`` (the run record of :func:`posjax.training.train` with the ``members``
         list added) and ``checkpoints/``; locked for the duration of the run, resumed from its
@@ -268,7 +326,7 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     members = [dict(m) for m in members]
     if not members or not all(isinstance(m, dict) for m in members):
         raise ValueError("train_ensemble needs a non-empty list of member dicts")
-    configs = [_member_config(config, m) for m in members]
+    configs = [_member_config(config, m, i) for i, m in enumerate(members)]
     per_member = not callable(batches)
     if per_member and len(batches) != len(members):
         raise ValueError(f"got {len(batches)} batch functions for {len(members)} members")
@@ -277,7 +335,7 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     else:
         get_batch = batches
 
-    models = [make_model(dict(m)) for m in members]
+    models = _build_members(make_model, members)
     splits = [nnx.split(model, nnx.Param, ...) for model in models]
     one_batch = jax.tree.map(jnp.asarray, batches[0](0) if per_member else batches(0))
     _check_same_program(splits, loss_fn, one_batch, members)

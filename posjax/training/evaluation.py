@@ -113,15 +113,28 @@ def masked_lm_loss(model: nnx.Module, batch: Mapping[str, jax.Array], key: jax.A
     marked by ``batch["loss_mask"]`` (the mask marks the tokens to predict).
 
     Args:
-      batch: ``tokens [B, T]`` and ``loss_mask [B, T]`` (bool or 0/1).
+      batch: ``tokens [B, T]`` and ``loss_mask [B, T]`` (bool or 0/1; default: the
+        ``padding_mask``, else every token); optionally ``positions``, ``padding_mask`` and
+        ``segment_ids`` (packed rows from :func:`posjax.training.pack_sequences`), passed to the
+        model. With segment ids a token is never a target of the previous segment's last token,
+        and padding (``padding_mask`` False) is never a target.
       key: dropout key.
 
     Returns:
       ``(mean loss over masked targets, {"token_accuracy": ...})``.
     """
     tokens = batch["tokens"]
-    logits = model(tokens, deterministic=False, rngs=nnx.Rngs(dropout=key))[:, :-1]
-    targets, mask = tokens[:, 1:], batch["loss_mask"][:, 1:].astype(jnp.float32)
+    extras = {k: batch[k] for k in ("positions", "padding_mask", "segment_ids") if k in batch}
+    logits = model(tokens, deterministic=False, rngs=nnx.Rngs(dropout=key), **extras)[:, :-1]
+    mask = batch.get("loss_mask", batch.get("padding_mask"))
+    mask = jnp.ones(tokens.shape, bool) if mask is None else jnp.asarray(mask).astype(bool)
+    mask = mask[:, 1:]
+    if "padding_mask" in batch:
+        mask = mask & jnp.asarray(batch["padding_mask"], bool)[:, 1:]
+    if "segment_ids" in batch:
+        seg = jnp.asarray(batch["segment_ids"])
+        mask = mask & (seg[:, 1:] == seg[:, :-1])  # same segment as the predicting token
+    targets, mask = tokens[:, 1:], mask.astype(jnp.float32)
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
     count = jnp.maximum(mask.sum(), 1.0)
     hits = (jnp.argmax(logits, -1) == targets).astype(jnp.float32) * mask

@@ -19,6 +19,7 @@ import os
 import socket
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 from flax import nnx
 
 from posjax._json import jsonable
@@ -89,14 +90,21 @@ def _locked_message(out_dir: str, path: str) -> str:
 
 def describe_model(model: nnx.Module) -> dict[str, Any]:
     """What identifies a model's structure: its class, every dataclass-valued attribute of its
-    modules (model configuration, PE options and context) and the shape and dtype of every
-    variable, keyed by path."""
+    modules (model configuration, PE options and context), every plain attribute (str, number,
+    bool, dtype: ``Classifier.pooling``, ``LanguageModel.tie_embeddings``) and the shape and dtype
+    of every variable, keyed by path."""
     configs: dict[str, Any] = {}
     variables: dict[str, Any] = {}
+    attributes: dict[str, Any] = {}
     for path, node in nnx.iter_graph(model):
         if any(str(p).startswith("_") for p in path):
             continue
         key = "/".join(map(str, path))
+        if isinstance(node, nnx.Module) and type(node).__module__.split(".")[0] != "flax":
+            for name, value in vars(node).items():  # flax layers: set by the config
+                plain = _plain_attribute(value)
+                if not name.startswith("_") and plain is not _NOT_PLAIN:
+                    attributes[f"{key}/{name}" if key else name] = plain
         if isinstance(node, nnx.Variable):
             value = node.get_value() if hasattr(node, "get_value") else node.value
             variables[key] = [type(node).__name__, list(getattr(value, "shape", ())),
@@ -104,7 +112,24 @@ def describe_model(model: nnx.Module) -> dict[str, Any]:
         elif dataclasses.is_dataclass(node) and not isinstance(node, type):
             configs[key] = node
     return jsonable({"class": type(model).__qualname__, "configs": configs,
-                     "variables": variables})
+                     "variables": variables, "attributes": attributes})
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_attribute(value: Any) -> Any:
+    """A module attribute that shapes the computation without being a config or a variable
+    (``Classifier.pooling``, ``num_classes``, ``tie_embeddings``, a dtype) as JSON, or
+    ``_NOT_PLAIN`` for anything else (submodules, variables, dataclasses, callables)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.dtype):
+        return str(value)
+    if isinstance(value, (tuple, list)) and all(
+            v is None or isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return _NOT_PLAIN
 
 
 def run_record(train_config: Any, model: nnx.Module | None,

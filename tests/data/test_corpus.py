@@ -21,13 +21,16 @@ def test_formats_splits_and_optional_labels(tmp_path):
     lab = tmp_path / "lab"
     lab.mkdir()
     with open(lab / "train.jsonl", "w") as f:
-        f.writelines(json.dumps({"sentence": t, "label": i % 2}) + "\n" for i, t in enumerate(LINES))
+        f.writelines(json.dumps({"sentence": t, "label": ["neg", "pos"][i % 2]}) + "\n"
+                     for i, t in enumerate(LINES))
     pq.write_table(pa.table({"text": LINES[:2], "label": ["pos", "neg"]}), str(lab / "dev.parquet"))
-    (lab / "test.csv").write_text("code,label\nx = 1,0\ny = 2,1\n")
+    (lab / "test.csv").write_text("code,label\nx = 1,neg\ny = 2,pos\n")
     s = load_corpus(lab)
     assert set(s) == {"train", "validation", "test"}
     np.testing.assert_array_equal(s["train"].labels, [0, 1, 0, 1])
     np.testing.assert_array_equal(s["validation"].labels, [1, 0])  # class names -> sorted ids
+    np.testing.assert_array_equal(s["test"].labels, [0, 1])  # one mapping over all files
+    assert s["train"].label_names == ("neg", "pos")
     assert list(s["test"].texts) == ["x = 1", "y = 2"]
 
 

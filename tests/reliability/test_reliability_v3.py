@@ -1,0 +1,327 @@
+"""Reliability v3: corpora, LM targets, decoding, packing, generation and hyper-parameters never
+give a wrong value without an error (one test per item, named after it)."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from posjax.training import TrainConfig, train_ensemble
+
+import _tiny
+
+
+# --- R7: finite hyper-parameters ------------------------------------------------------------
+@pytest.mark.parametrize("field", ["learning_rate", "weight_decay", "b1", "b2", "eps",
+                                   "momentum", "warmup_fraction", "grad_clip"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, np.float32("nan")])
+def test_r7_train_config_refuses_non_finite(field, bad):
+    with pytest.raises(ValueError, match=f"TrainConfig.{field} must be finite"):
+        TrainConfig(**{field: bad})
+
+
+def test_r7_ensemble_member_hyperparameters_finite_and_keys_known():
+    tiny = lambda: nnx.Linear(2, 2, rngs=nnx.Rngs(0))  # built before any step runs
+
+    def ensemble(members):
+        return train_ensemble(lambda m: tiny(), _tiny.classification_loss,
+                              _tiny.BATCHES, _tiny.config(), members=members)
+
+    with pytest.raises(ValueError, match=r"member 1 .*learning_rate must be finite, got nan"):
+        ensemble([{"seed": 0}, {"seed": 1, "learning_rate": math.nan}])
+    with pytest.raises(ValueError, match=r"member 0 .*weight_decay must be finite, got inf"):
+        ensemble([{"weight_decay": math.inf}])
+    with pytest.raises(ValueError, match=r"keys \['lr'\] are never read by make_model"):
+        ensemble([{"seed": 0, "lr": 0.1}, {"seed": 1, "lr": 0.01}])
+    # a key make_model reads is accepted (and builds before any step runs)
+    read = []
+    with pytest.raises(ValueError, match="sentinel"):
+        train_ensemble(lambda m: read.append(m["std"]) or tiny(), _tiny.classification_loss,
+                       lambda s: (_ for _ in ()).throw(ValueError("sentinel")), _tiny.config(),
+                       members=[{"std": 0.1}, {"std": 0.2}])
+    assert read == [0.1, 0.2]
+
+
+# --- R2: LM targets: -100 ignored, anything else outside [0, V) an error or a NaN row --------
+def _lm(chunked, vocab=16, causal=True, **kw):
+    from posjax.models import LanguageModel, TransformerConfig
+    cfg = TransformerConfig(vocab_size=vocab, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                            max_len=16, causal=causal, chunked_lm_loss=chunked, **kw)
+    return LanguageModel(cfg, rngs=nnx.Rngs(0))
+
+
+def test_r2_lm_targets_ignore_index_and_out_of_range():
+    from posjax.input_checks import collect, first_error, stack_rows
+    from posjax.training.chunked_ce import IGNORE_INDEX
+
+    rng = np.random.default_rng(0)
+    tok = jnp.asarray(rng.integers(0, 16, (2, 6)), jnp.int32)
+    tgt = jnp.asarray(rng.integers(0, 16, (2, 6)), jnp.int32)
+    keep = np.ones((2, 6), bool)
+    keep[0, 2] = keep[1, 5] = False
+    ignored = jnp.where(keep, tgt, IGNORE_INDEX)
+    out = {}
+    for chunked in (False, True):
+        m = _lm(chunked)
+        graphdef, params, rest = nnx.split(m, nnx.Param, ...)
+        loss = lambda p, t: nnx.merge(graphdef, p, rest).loss(tok, t, chunk_size=5)
+
+        @jax.jit
+        def checked(p, t, w):
+            with collect() as found:
+                values, grad = jax.value_and_grad(lambda p: (loss(p, t) * w).sum())(p)
+            return values, grad, loss(p, t), stack_rows(found)
+
+        # reference: valid targets everywhere, the ignored rows multiplied out afterwards
+        ref, ref_grad, _, _ = checked(params, tgt, keep)
+        got, grad, rows, checks = checked(params, ignored, np.ones_like(keep))
+        rows = np.asarray(rows)
+        assert first_error(checks) is None
+        assert np.all(rows[~keep] == 0.0) and np.all(rows[keep] > 0)
+        assert abs(float(got) - float(ref)) <= 1e-5 * abs(float(ref))
+        for a, b in zip(jax.tree.leaves(grad), jax.tree.leaves(ref_grad)):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+        out[chunked] = grad
+        for bad in (-1, 16, -99):
+            wrong = tgt.at[1, 3].set(bad)
+            with pytest.raises(ValueError, match=rf"labels must be in \[0, 16\) or -100.*target "
+                                                 rf"{bad} (>= vocab_size 16|< 0)"):
+                loss(params, wrong)
+            _, _, values, checks = checked(params, wrong, np.ones_like(keep))
+            values = np.asarray(values)
+            assert np.isnan(values[1, 3]) and np.isfinite(np.delete(values.ravel(), 9)).all()
+            assert first_error(checks) == (f"target {bad} >= vocab_size 16" if bad >= 16 else
+                                           f"target {bad} < 0 (valid: 0 <= target < vocab_size 16)")
+    # the dense and chunked gradients agree with ignored targets (they differed by 1.03 at -1)
+    for a, b in zip(jax.tree.leaves(out[False]), jax.tree.leaves(out[True])):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+# --- R1 / R8: corpora -------------------------------------------------------------------------
+def _jsonl(path, rows):
+    import json
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_r1_label_mapping_over_all_files(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from posjax.data.corpus import load_corpus
+
+    # "pos" is the only class of validation: it must keep the id it has in train
+    _jsonl(tmp_path / "train.jsonl", [{"text": "a", "label": "neg"}, {"text": "b", "label": "pos"}])
+    _jsonl(tmp_path / "validation.jsonl", [{"text": "c", "label": "pos"}])
+    s = load_corpus(tmp_path)
+    assert s["train"].label_names == s["validation"].label_names == ("neg", "pos")
+    assert list(s["train"].labels) == [0, 1] and list(s["validation"].labels) == [1]
+    # int 1 in train, string "1" in validation: refused, naming both files
+    _jsonl(tmp_path / "train.jsonl", [{"text": "a", "label": 0}, {"text": "b", "label": 1}])
+    _jsonl(tmp_path / "validation.jsonl", [{"text": "c", "label": "1"}])
+    with pytest.raises(ValueError, match=r"integers in .*train\.jsonl but class names in "
+                                         r".*validation\.jsonl \(e\.g\. '1'\)"):
+        load_corpus(tmp_path)
+    # round trip over random names spread over three files and formats
+    rng = np.random.default_rng(0)
+    for trial in range(5):
+        d = tmp_path / f"t{trial}"
+        d.mkdir()
+        classes = [f"c{int(x)}" for x in rng.choice(50, 4, replace=False)]
+        written = {}
+        for name in ("train.jsonl", "dev.parquet", "test.csv"):
+            labels = [classes[i] for i in rng.integers(0, 4, int(rng.integers(1, 6)))]
+            texts = [f"t {i}" for i in range(len(labels))]
+            written[name] = labels
+            if name.endswith("jsonl"):
+                _jsonl(d / name, [{"text": t, "label": x} for t, x in zip(texts, labels)])
+            elif name.endswith("parquet"):
+                pq.write_table(pa.table({"text": texts, "label": labels}), str(d / name))
+            else:
+                (d / name).write_text("text,label\n" + "".join(
+                    f"{t},{x}\n" for t, x in zip(texts, labels)))
+        s = load_corpus(d)
+        for split, name in zip(("train", "validation", "test"), written):
+            got = [s[split].label_names[i] for i in s[split].labels]
+            assert got == written[name], (trial, name)
+
+
+def test_r8_corpus_files_rows_and_columns(tmp_path):
+    from posjax.data.corpus import corpus_tokens, load_corpus, load_tokenizer
+
+    (tmp_path / "train.txt").write_text("one line\n")
+    (tmp_path / "test.en.txt").write_text("held out\n")
+    (tmp_path / "valid.txt").write_text("dev text\n")
+    s = load_corpus(tmp_path)
+    assert [list(s[k].texts) for k in ("train", "validation", "test")] == [
+        ["one line"], ["dev text"], ["held out"]]
+    for rows, match in (([{"text": "a", "label": 0}, {"label": 1}], r"x\.jsonl:2: column 'text'"),
+                        ([{"text": "a", "label": 0}, {"text": None, "label": 1}],
+                         r"x\.jsonl:2: column 'text' is missing or null"),
+                        ([{"text": "a"}, {"text": "b", "label": 1}],
+                         r"x\.jsonl:1: column 'label' is missing"),
+                        ([{"text": 3}], r"x\.jsonl:1: text column 'text' holds int")):
+        d = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        _jsonl(d / "x.jsonl", rows)
+        with pytest.raises(ValueError, match=match):
+            load_corpus(d)
+    with pytest.raises(ValueError, match=r"x\.jsonl has no label column 'polarity'"):
+        _jsonl(d / "x.jsonl", [{"text": "a", "label": 1}])
+        load_corpus(d, label_column="polarity")
+    (d / "x.jsonl").write_text('{"text": "a"}\n{"text": \n')
+    with pytest.raises(ValueError, match=r"x\.jsonl:2: not a JSON line"):
+        load_corpus(d)
+    (d / "x.jsonl").write_bytes(b'{"text": "a"}\n{"text": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"x\.jsonl:2: not UTF-8"):
+        load_corpus(d)
+    (d / "x.jsonl").unlink()
+    (d / "x.csv").write_text("")
+    with pytest.raises(ValueError, match=r"x\.csv: cannot read the csv table"):
+        load_corpus(d)
+    (d / "x.csv").write_text("text,label\n1,0\n")  # a numeric-looking text stays the string
+    assert list(load_corpus(d)["train"].texts) == ["1"]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"]) + "\n")
+    with pytest.raises(ValueError, match="one string 'hello'"):
+        corpus_tokens("hello", load_tokenizer(vocab), 4)
+
+
+# --- R3: decode past the end of a full-attention cache ----------------------------------------
+def test_r3_decode_past_cache_end_raises():
+    from posjax.input_checks import collect, first_error, stack_rows
+
+    m = _lm(False)
+    graphdef, state = nnx.split(m)
+    tok = jnp.asarray(np.random.default_rng(1).integers(0, 16, (2, 7)), jnp.int32)
+
+    @jax.jit
+    def step(state, t, cache):
+        with collect() as rows:
+            logits, cache = nnx.merge(graphdef, state).decode(t, cache)
+        return logits, cache, stack_rows(rows)
+
+    cache = m.init_cache(2, 6)
+    with pytest.raises(ValueError, match="decode got 7 tokens for a cache of 6 slots"):
+        m.decode(tok, cache)
+    first, cache, _ = step(state, tok[:, :4], cache)
+    with pytest.raises(ValueError, match=r"past the end of the cache: slots 4\.\.6 of a cache "
+                                         r"of 6 slots"):
+        m.decode(tok[:, 4:7], cache)  # eager, concrete index
+    second, full, rows = step(state, tok[:, 4:6], cache)  # exactly full: the plain forward
+    assert first_error(rows) is None
+    plain = jax.jit(lambda s, t: nnx.merge(graphdef, s)(t))(state, tok[:, :6])
+    np.testing.assert_allclose(np.concatenate([first, second], 1), plain, atol=1e-5)
+    over, _, rows = step(state, tok[:, 5:7], full)
+    assert np.isnan(np.asarray(over)).all()
+    assert first_error(rows) == "cache slot 7 >= cache size 6"
+
+
+# --- R6: generate(use_cache=False) equals plain forwards, whatever max_new_tokens ------------
+def _check_recompute_generation(name, options, new=2):
+    from posjax.models import LanguageModel, TransformerConfig, generate
+
+    cfg = TransformerConfig(vocab_size=11, num_layers=1, d_model=16, num_heads=2, d_ff=16,
+                            max_len=12, pe=name, causal=True, pe_options=options)
+    m = LanguageModel(cfg, rngs=nnx.Rngs(0))
+    prompt = jnp.asarray([[1, 5, 2, 7], [3, 9, 4, 4]], jnp.int32)
+    tokens, logits = generate(m, prompt, max_new_tokens=new, use_cache=False, return_logits=True)
+    short = generate(m, prompt, max_new_tokens=1, use_cache=False, return_logits=True)[1]
+    forward = nnx.jit(lambda m, t: m(t))
+    for k in range(new):  # step k: a plain forward over the prompt and the k tokens so far
+        want = forward(m, tokens[:, :4 + k])[:, -1]
+        np.testing.assert_allclose(logits[:, k], want, atol=2e-5, err_msg=f"{name} step {k}")
+    np.testing.assert_allclose(short[:, 0], logits[:, 0], atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("name, options", [("cape", {"center": True}),
+                                           ("rope_ntk", {"dynamic": True, "factor": 4.0,
+                                                         "original_max_len": 4}),
+                                           ("cpe", {})])
+def test_r6_generate_without_cache_equals_plain_forward(name, options):
+    _check_recompute_generation(name, options)
+
+
+@pytest.mark.slow
+def test_r6_generate_without_cache_every_registered_pe():
+    import posjax.encodings as registry
+
+    for name in registry.names():
+        if name in ("rope2d_axial", "sinusoidal2d"):  # need a square grid, not a causal LM
+            continue
+        _check_recompute_generation(name, {})
+
+
+# --- R5: training losses honour the segment_ids of packed batches ------------------------------
+def test_r5_packed_losses_equal_unpacked():
+    from posjax.models import Classifier, LanguageModel, TransformerConfig
+    from posjax.training import classification_loss, masked_lm_loss, pack_sequences
+
+    rng = np.random.default_rng(3)
+    seqs = [rng.integers(0, 16, n).astype(np.int32) for n in (5, 3, 4, 2, 6)]
+    packed = pack_sequences(seqs, 8, labels=[0, 1, 1, 0, 1])
+    assert packed["tokens"].shape[0] < len(seqs)  # some rows hold several sequences
+    batch = {k: jnp.asarray(v) for k, v in packed.items() if k != "example"}
+    cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                            max_len=8, causal=True, dropout=0.0)
+    key = jax.random.key(0)
+    lm = LanguageModel(cfg, rngs=nnx.Rngs(0))
+    loss, metrics = jax.jit(lambda b: masked_lm_loss(lm, b, key))(batch)
+    # reference: one sequence per row (right-padded, so causally unaffected), float64 NumPy
+    alone = np.zeros((len(seqs), 8), np.int32)
+    real = np.zeros((len(seqs), 8), bool)
+    for i, s in enumerate(seqs):
+        alone[i, :len(s)], real[i, :len(s)] = s, True
+    z = np.asarray(nnx.jit(lambda m, t: m(t))(lm, jnp.asarray(alone)), np.float64)[:, :-1]
+    top = z.max(-1, keepdims=True)
+    logp = z - top - np.log(np.exp(z - top).sum(-1, keepdims=True))
+    targets = real[:, 1:]
+    nll = -np.take_along_axis(logp, alone[:, 1:, None], -1)[..., 0][targets]
+    hits = (z.argmax(-1) == alone[:, 1:])[targets]
+    np.testing.assert_allclose(float(loss), nll.mean(), rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["token_accuracy"]), hits.mean(), rtol=1e-6)
+
+    clf = Classifier(cfg.replace(causal=False), 2, pooling="mean", rngs=nnx.Rngs(0))
+    score = jax.jit(lambda b: classification_loss(clf, b, key, deterministic=True))
+    loss, metrics = score(batch)
+    want, _ = score({"tokens": jnp.asarray(alone), "padding_mask": jnp.asarray(real),
+                     "labels": jnp.asarray([0, 1, 1, 0, 1])})
+    np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
+    # a label on an empty slot is skipped; a bad label on a real segment is an error
+    empty = np.asarray(packed["example"]) < 0
+    assert empty.any()
+    skipped = dict(batch, labels=jnp.where(empty, 7, batch["labels"]))
+    assert float(score(skipped)[0]) == pytest.approx(float(loss), rel=1e-6)
+    from posjax.input_checks import collect, first_error, stack_rows
+
+    def checked(b):
+        with collect() as rows:
+            classification_loss(clf, b, key, deterministic=True)
+        return stack_rows(rows)
+
+    bad = jax.jit(checked)(dict(batch, labels=batch["labels"].at[0, 0].set(-1)))
+    assert first_error(bad).startswith("label -1 < 0")
+    with pytest.raises(ValueError, match=r"needs labels \[B, S\] with segment_ids"):
+        classification_loss(clf, dict(batch, labels=batch["labels"][:, 0]), key)
+
+
+# --- R4: module attributes other than the config are part of the run record ------------------
+def test_r4_changed_module_attribute_refuses_resume(tmp_path):
+    import inspect
+
+    from posjax.models import Classifier
+
+    _tiny.run(str(tmp_path), steps=2, log_every=1)
+    other = {"config": _tiny.CFG.replace(d_ff=16), "num_classes": 3, "pooling": "cls"}
+    params = [p for p in inspect.signature(Classifier.__init__).parameters
+              if p not in ("self", "rngs")]
+    assert set(params) == set(other), "a new Classifier argument needs a changed value here"
+    for name in params:
+        kwargs = {"config": _tiny.CFG, "num_classes": 2, "pooling": "mean", name: other[name]}
+        changed = Classifier(**kwargs, rngs=nnx.Rngs(0))
+        field = "configs.config.d_ff" if name == "config" else f"attributes.{name}: stored"
+        with pytest.raises(ValueError, match=f"different configuration .*model.{field}"):
+            _tiny.run(str(tmp_path), m=changed, steps=2, log_every=1)
+    # the same module resumes (nothing else in the record changed)
+    _tiny.run(str(tmp_path), steps=2, log_every=1)
