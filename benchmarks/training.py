@@ -4,7 +4,7 @@ Usage::
 
     python -m benchmarks.training [--quick] [--out DIR] [--pes none,rope,...] [--size S]
         [--dtype float32|bfloat16] [--attention-impl xla|cudnn] [--threads N] [--mfu]
-        [--no-keep-host-memory]
+        [--no-keep-host-memory] [--positions static,batch]
 
 For each PE (none, sinusoidal, rope, alibi, t5) one run builds, at the same size, a posjax
 ``LanguageModel`` (bidirectional encoder + token head) and an x-transformers
@@ -20,13 +20,20 @@ alibi      ``pe="alibi"``                          ``alibi_pos_bias=True``
 t5         ``pe="t5"`` (32 buckets, 128)           ``rel_pos_bias=True`` (32 buckets, 128)
 ========== ======================================= ===========================================
 
+Each PE is timed in two rows (``--positions``): ``static``, the models' default positions
+``arange(T)``, and ``batch``, explicit ``[B, T]`` positions passed in the batch (the path of
+packed rows and decoding: the positions are then traced, so no position table can be computed
+ahead of the step). In the ``batch`` row x-transformers gets the same ``[B, T]`` positions
+(``pos=``) where it accepts them (RoPE, ALiBi); its scaled sinusoid takes only ``[T]``
+positions and its T5 bias none, so those peers (and NoPE) run their default path.
+
 Both train with AdamW on the same token batch (cross-entropy at every position), in training
 mode, with PyTorch's fused SDPA where x-transformers allows it (``attn_flash=True``; not for T5).
 Each model is warmed up (compilation excluded), then ``--rounds`` rounds of ``--steps`` steps
 are timed alternately for the two libraries, synchronising at the end of each round
 (``block_until_ready`` / ``torch.cuda.synchronize``); the steady-state step time is the best
 round (the machine may be shared; the median is recorded too). Prints a table of tokens/s and
-ratios and writes ``DIR/training.json`` (a list of rows ``{"pe", "posjax_tokens_per_s",
+ratios and writes ``DIR/training.json`` (a list of rows ``{"pe", "positions", "posjax_tokens_per_s",
 "torch_tokens_per_s", "ratio", ...}``, ``ratio = posjax / torch``) and ``DIR/training_meta.json``.
 
 ``--threads N`` confines the whole process to N CPUs (``os.sched_setaffinity``, before JAX
@@ -61,6 +68,8 @@ import time
 from typing import Any
 
 PES = ("none", "sinusoidal", "rope", "alibi", "t5")
+POSITIONS = ("static", "batch")  # default arange(T); explicit [B, T] positions in the batch
+TORCH_BATCH_POSITIONS = ("rope", "alibi")  # x-transformers PEs that accept pos [B, T]
 
 # width, depth, heads, d_ff, vocab, seq, batch
 SIZES = {
@@ -118,7 +127,7 @@ class PosjaxRunner:
     """The posjax encoder and its jitted training step (``posjax.training.make_train_step``)."""
 
     def __init__(self, pe: str, size: dict, dtype: str, attention_impl: str | None, seed: int,
-                 chunked_lm_loss: bool | None = None):
+                 chunked_lm_loss: bool | None = None, positions: str = "static"):
         import jax
         import jax.numpy as jnp
         import numpy as np
@@ -138,7 +147,8 @@ class PosjaxRunner:
                                         weight_decay=0.01))
 
         def loss_fn(m, batch, key):  # chunked or dense per cfg.chunked_lm_loss
-            return m.loss(batch["tokens"], batch["targets"], deterministic=True).mean(), {}
+            return m.loss(batch["tokens"], batch["targets"], positions=batch.get("positions"),
+                          deterministic=True).mean(), {}
 
         self.graphdef, self.params, self.rest = nnx.split(model, nnx.Param, ...)
         self.opt_state = tx.init(self.params)
@@ -147,6 +157,9 @@ class PosjaxRunner:
         shape = (size["batch"], size["seq"])
         self.batch = {"tokens": jnp.asarray(rng.integers(0, size["vocab_size"], shape), jnp.int32),
                       "targets": jnp.asarray(rng.integers(0, size["vocab_size"], shape), jnp.int32)}
+        if positions == "batch":  # explicit [B, T] positions, traced inside the step
+            self.batch["positions"] = jnp.broadcast_to(jnp.arange(shape[1], dtype=jnp.int32),
+                                                       shape)
         self.num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(self.params))
         flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
         self.matmul_params = sum(int(np.prod(v.shape)) for path, v in flat
@@ -167,7 +180,7 @@ class PosjaxRunner:
 class TorchRunner:
     """The x-transformers peer, same sizes, AdamW, fused SDPA where x-transformers allows it."""
 
-    def __init__(self, pe: str, size: dict, dtype: str, seed: int):
+    def __init__(self, pe: str, size: dict, dtype: str, seed: int, positions: str = "static"):
         import torch
         import torch.nn.functional as F
         from x_transformers import Encoder, TransformerWrapper
@@ -195,6 +208,9 @@ class TorchRunner:
         shape = (size["batch"], size["seq"])
         self.x = torch.randint(0, size["vocab_size"], shape, generator=gen).to(self.device)
         self.y = torch.randint(0, size["vocab_size"], shape, generator=gen).to(self.device)
+        self.kwargs = {}
+        if positions == "batch" and pe in TORCH_BATCH_POSITIONS:
+            self.kwargs["pos"] = torch.arange(shape[1]).expand(shape).contiguous().to(self.device)
         self.vocab = size["vocab_size"]
         self.autocast = dtype == "bfloat16"
         self.F = F
@@ -205,7 +221,7 @@ class TorchRunner:
         for _ in range(steps):
             self.opt.zero_grad(set_to_none=True)
             with torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.autocast):
-                logits = self.model(self.x)
+                logits = self.model(self.x, **self.kwargs)
             loss = self.F.cross_entropy(logits.float().reshape(-1, self.vocab), self.y.reshape(-1))
             loss.backward()
             self.opt.step()
@@ -223,17 +239,18 @@ def _torch_available() -> str | None:
     return None
 
 
-def bench_pe(pe: str, size: dict, args, with_torch: bool) -> dict[str, Any]:
+def bench_pe(pe: str, size: dict, args, with_torch: bool, positions: str = "static"
+             ) -> dict[str, Any]:
     tokens = size["batch"] * size["seq"]
     px = PosjaxRunner(pe, size, args.dtype, args.attention_impl, args.seed,
-                      chunked_lm_loss=getattr(args, "chunked_ce", None))
+                      chunked_lm_loss=getattr(args, "chunked_ce", None), positions=positions)
     t0 = time.perf_counter()
     px.run(1)
     compile_s = time.perf_counter() - t0
     px.run(args.warmup)
     th = None
     if with_torch:
-        th = TorchRunner(pe, size, args.dtype, args.seed)
+        th = TorchRunner(pe, size, args.dtype, args.seed, positions=positions)
         th.run(args.warmup + 1)
     px_w, px_c, th_w, th_c = [], [], [], []
     for _ in range(args.rounds):  # alternate, so load changes hit both libraries alike
@@ -246,6 +263,9 @@ def bench_pe(pe: str, size: dict, args, with_torch: bool) -> dict[str, Any]:
             th_c += c
     row: dict[str, Any] = {
         "pe": pe,
+        "positions": positions,
+        "torch_positions": (None if th is None else
+                            "batch" if th.kwargs else "static"),
         "posjax_tokens_per_s": tokens / min(px_w),
         "torch_tokens_per_s": None if th is None else tokens / min(th_w),
         "ratio": None if th is None else min(th_w) / min(px_w),
@@ -276,7 +296,7 @@ def print_table(rows: list[dict]) -> None:
     def fmt(x, spec, suffix=""):
         return "-" if x is None else format(x, spec) + suffix
 
-    head = (f"{'pe':11s} {'posjax tok/s':>13s} {'torch tok/s':>12s} {'ratio':>7s} "
+    head = (f"{'pe':11s} {'positions':9s} {'posjax tok/s':>13s} {'torch tok/s':>12s} {'ratio':>7s} "
             f"{'posjax ms':>10s} {'torch ms':>9s} {'px/NoPE':>8s} {'th/NoPE':>8s} "
             f"{'px cpu/NoPE':>12s} {'th cpu/NoPE':>12s}")
     if any("mfu" in r for r in rows):
@@ -284,7 +304,8 @@ def print_table(rows: list[dict]) -> None:
     print(head)
     print("-" * len(head))
     for r in rows:
-        line = (f"{r['pe']:11s} {fmt(r['posjax_tokens_per_s'], '13,.0f')} "
+        line = (f"{r['pe']:11s} {r.get('positions', 'static'):9s} "
+                f"{fmt(r['posjax_tokens_per_s'], '13,.0f')} "
                 f"{fmt(r['torch_tokens_per_s'], '12,.0f'):>12s} {fmt(r['ratio'], '.2f', 'x'):>7s} "
                 f"{fmt(r['posjax_step_ms'], '10.1f')} {fmt(r['torch_step_ms'], '.1f'):>9s} "
                 f"{fmt(r.get('posjax_vs_nope'), '.2f', 'x'):>8s} "
@@ -362,6 +383,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--keep-host-memory", action=argparse.BooleanOptionalAction, default=True,
                     help="on CPU, keep freed host memory for reuse (glibc mallopt; both "
                          "libraries; default on)")
+    ap.add_argument("--positions", default=",".join(POSITIONS),
+                    help="rows per PE: static (default arange(T)) and/or batch (explicit [B, T])")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chunked-ce", action=argparse.BooleanOptionalAction, default=None,
                     help="chunked LM cross-entropy (default: the TransformerConfig choice, on "
@@ -390,6 +413,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     unknown = sorted(set(pes) - set(PES))
     if unknown:
         ap.error(f"unknown PE(s) {unknown}; choose from {list(PES)}")
+    kinds = [p.strip() for p in args.positions.split(",") if p.strip()]
+    if not kinds or set(kinds) - set(POSITIONS):
+        ap.error(f"--positions takes a comma-separated subset of {list(POSITIONS)}, got "
+                 f"{args.positions!r}")
 
     with_torch = False
     if not args.no_torch:
@@ -409,13 +436,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     t0 = time.time()
     rows = []
-    for pe in pes:
-        rows.append(bench_pe(pe, size, args, with_torch))
-        print(f"  {pe}: posjax {rows[-1]['posjax_step_ms']:.1f} ms/step"
-              + (f", torch {rows[-1]['torch_step_ms']:.1f} ms/step" if with_torch else ""),
-              flush=True)
-    nope = next((r for r in rows if r["pe"] == "none"), None)
+    for kind in kinds:
+        for pe in pes:
+            rows.append(bench_pe(pe, size, args, with_torch, positions=kind))
+            print(f"  {pe} ({kind} positions): posjax {rows[-1]['posjax_step_ms']:.1f} ms/step"
+                  + (f", torch {rows[-1]['torch_step_ms']:.1f} ms/step" if with_torch else ""),
+                  flush=True)
     for r in rows:  # step time relative to NoPE (wall, and CPU time: steadier on a busy machine)
+        nope = next((n for n in rows if n["pe"] == "none" and n["positions"] == r["positions"]),
+                    None)
         for lib in ("posjax", "torch"):
             ok = nope is not None and r[f"{lib}_step_ms"] and nope[f"{lib}_step_ms"]
             r[f"{lib}_vs_nope"] = r[f"{lib}_step_ms"] / nope[f"{lib}_step_ms"] if ok else None
@@ -431,6 +460,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     meta = {"size": size_name, **size, "dtype": args.dtype,
             "attention_impl": args.attention_impl, "steps_per_round": args.steps,
             "rounds": args.rounds, "warmup": args.warmup, "threads": args.threads,
+            "positions": kinds,
             "cpus": cpus, "keep_host_memory": kept,
             "timing": "best round (median also recorded); compile excluded",
             "device": str(jax.devices()[0]),

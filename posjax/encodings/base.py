@@ -15,6 +15,13 @@ float) positions:
 * ``logits(logits, q, k, q_pos, k_pos, mask)`` -- a contextual hook on the attention logits, for
   PEs whose logit term depends on the queries and keys themselves (CoPE, FoX, PaTH, DAPE).
 
+A rotary PE may split ``rotate`` in two: ``prepare(q_pos, k_pos)`` computes, once per forward,
+what depends on positions only (RoPE's cos/sin tables), and ``rotate_prepared(q, k, q_pos,
+k_pos, prepared)`` applies it; the model calls ``prepare`` once per PE module and passes its
+result to every layer, so the layers and q and k share it. By default ``prepare`` returns None
+and ``rotate_prepared`` is ``rotate``; a class that redefines ``rotate`` alone gets these
+defaults back (its ``rotate`` keeps its meaning under a parent's ``prepare``).
+
 The defaults are identities. A PE's ``hooks`` is the frozenset of the hook methods its class
 actually overrides, derived when the class is defined (so it cannot disagree with the code; e.g.
 ``{"embed", "rotate"}`` for RoPE plus an absolute sinusoid); the model and the geometry adapters
@@ -144,6 +151,10 @@ class PositionalEncoding(nnx.Module):
         super().__init_subclass__(**kwargs)
         cls.hooks = overridden_hooks(cls)
         cls.hook = hook_label(cls.hooks)
+        if "rotate" in vars(cls) and "rotate_prepared" not in vars(cls):
+            cls.rotate_prepared = PositionalEncoding.rotate_prepared  # rotate alone is the hook
+            if "prepare" not in vars(cls):
+                cls.prepare = PositionalEncoding.prepare
     # Decoding and packing support (docs/decoding_and_packing.md): a PE that cannot decode with a
     # key/value cache, or cannot run packed rows, sets the flag to False and says why.
     supports_kv_cache: ClassVar[bool] = True
@@ -181,6 +192,20 @@ class PositionalEncoding(nnx.Module):
         """Multiplicative hook on ``q, k [B, T, H, d_h]``. Identity by default."""
         del q_pos, k_pos
         return q, k
+
+    def prepare(self, q_pos: jax.Array, k_pos: jax.Array) -> Any:
+        """Position-only state of ``rotate`` (a pytree), computed once per forward and shared by
+        every layer using this PE module; None by default. ``q_pos, k_pos`` ``[B or 1, T]``
+        (NumPy arrays when the positions are static, e.g. the default ``arange(T)``)."""
+        del q_pos, k_pos
+        return None
+
+    def rotate_prepared(self, q: jax.Array, k: jax.Array, q_pos: jax.Array, k_pos: jax.Array,
+                        prepared: Any) -> tuple[jax.Array, jax.Array]:
+        """``rotate`` given ``prepared = self.prepare(q_pos, k_pos)``; the same function as
+        ``rotate(q, k, q_pos, k_pos)``. By default ``prepared`` is ignored."""
+        del prepared
+        return self.rotate(q, k, q_pos, k_pos)
 
     def bias(self, q_pos: jax.Array, k_pos: jax.Array) -> jax.Array | None:
         """Logit-bias hook: ``[H, Tq, Tk]`` (or ``[B, H, Tq, Tk]``), or None for no bias."""

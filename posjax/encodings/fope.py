@@ -114,6 +114,9 @@ class FoPE(RoPE):
         return fope_frequencies(rotary_dim(self.ctx.head_dim, o.rotary_fraction), o.base,
                                 train_length=length)
 
+    def rotate(self, q, k, q_pos, k_pos):  # its own angles: no shared rope_tables to prepare
+        return self._apply(q, q_pos), self._apply(k, k_pos)
+
     def _apply(self, x, positions):
         return apply_fope(x, positions, theta=self.frequencies(),
                           coefficients=self.coefficients[...], interleaved=self.options.interleaved)

@@ -21,7 +21,7 @@ from flax import nnx
 
 from posjax.encodings.base import PEContext, PositionalEncoding
 from posjax.encodings.registry import register
-from posjax.encodings.rope import rope_angles, rope_frequencies, rotary_dim, rotate_pairs
+from posjax.encodings.rope import rope_frequencies, rope_tables, rotary_dim, rotate_pairs_by
 from posjax.encodings.sinusoidal import sinusoidal_at
 
 
@@ -29,7 +29,8 @@ def grid_coordinates(positions: jax.Array, grid_width: int) -> tuple[jax.Array, 
     """Row and column ``(r, c)`` of flat row-major positions ``p = r * grid_width + c``."""
     if grid_width <= 0:
         raise ValueError(f"grid_width must be positive, got {grid_width}")
-    positions = jnp.asarray(positions)
+    if not isinstance(positions, np.ndarray):  # host positions stay NumPy (static tables)
+        positions = jnp.asarray(positions)
     return positions // grid_width, positions % grid_width
 
 
@@ -59,8 +60,17 @@ def sinusoidal_2d(height: int, width: int, dim: int, base: float = 10000.0) -> j
     return sinusoidal_2d_at(r, c, dim, base)
 
 
+def rope_2d_tables(rows, cols, rot: int, base: float = 10000.0, *, dtype=jnp.float32):
+    """``(col_tables, row_tables)`` of axial 2-D RoPE with ``rot`` rotated dims: each the
+    :func:`posjax.encodings.rope.rope_tables` ``(cos, sin)`` ``[..., seq, rot / 4]`` of the
+    column or row coordinate with theta_k = base^(-2k/(rot/2)) (exact float64 frequencies)."""
+    theta = rope_frequencies(rot // 2, base, np.float64)
+    return rope_tables(cols, theta, dtype=dtype), rope_tables(rows, theta, dtype=dtype)
+
+
 def apply_rope_2d(x: jax.Array, rows: jax.Array, cols: jax.Array, *, base: float = 10000.0,
-                  rotary_fraction: float = 1.0, interleaved: bool = False) -> jax.Array:
+                  rotary_fraction: float = 1.0, interleaved: bool = False,
+                  tables: tuple | None = None) -> jax.Array:
     """Axial 2-D RoPE on ``x [..., seq, heads, head_dim]`` (Heo et al., arXiv 2403.13298).
 
     The rotated dims d_rot = 2 floor(f d_h / 2) (a multiple of 4) are split in halves: the first
@@ -73,6 +83,8 @@ def apply_rope_2d(x: jax.Array, rows: jax.Array, cols: jax.Array, *, base: float
       base: frequency base.
       rotary_fraction: fraction of head dims rotated; the rest pass through.
       interleaved: pairing inside each half ((2k, 2k+1) if True, else (k, k + d_rot/4)).
+      tables: optional ``(col_tables, row_tables)``, each the :func:`rope_tables` ``(cos, sin)``
+        of these coordinates (from :func:`rope_2d_tables`); rows and cols are then not read.
     """
     head_dim = x.shape[-1]
     rot = rotary_dim(head_dim, rotary_fraction)
@@ -80,12 +92,13 @@ def apply_rope_2d(x: jax.Array, rows: jax.Array, cols: jax.Array, *, base: float
         raise ValueError(f"axial 2-D RoPE needs a rotary dim divisible by 4, got {rot} "
                          f"(head_dim={head_dim}, rotary_fraction={rotary_fraction})")
     half = rot // 2
-    dtype = jnp.promote_types(x.dtype, jnp.float32)  # float64 angles under x64
-    theta = rope_frequencies(half, base, np.float64)  # base^(-2k/(d_rot/2)), exact
-    ang_c = rope_angles(cols, theta, dtype=dtype)[..., :, None, :]
-    ang_r = rope_angles(rows, theta, dtype=dtype)[..., :, None, :]
-    parts = [rotate_pairs(x[..., :half], ang_c, interleaved=interleaved),
-             rotate_pairs(x[..., half:rot], ang_r, interleaved=interleaved)]
+    if tables is None:
+        dtype = jnp.promote_types(x.dtype, jnp.float32)  # float64 angles under x64
+        tables = rope_2d_tables(rows, cols, rot, base, dtype=dtype)
+    (cos_c, sin_c), (cos_r, sin_r) = tables
+    h = (..., slice(None), None, slice(None))  # [..., seq, n] -> [..., seq, 1, n]
+    parts = [rotate_pairs_by(x[..., :half], cos_c[h], sin_c[h], interleaved=interleaved),
+             rotate_pairs_by(x[..., half:rot], cos_r[h], sin_r[h], interleaved=interleaved)]
     if rot < head_dim:
         parts.append(x[..., rot:])
     return jnp.concatenate(parts, axis=-1)
@@ -176,11 +189,21 @@ class Rope2DAxial(PositionalEncoding):
         ctx.require("rope2d_axial", "head_dim")
         self.grid_width = _grid_width(options, ctx, "rope2d_axial")
 
-    def _apply(self, x, positions):
-        r, c = grid_coordinates(positions, self.grid_width)
+    def prepare(self, q_pos, k_pos):
+        """``(q_tables, k_tables)`` of :func:`rope_2d_tables` (one when ``k_pos is q_pos``)."""
         o = self.options
-        return apply_rope_2d(x, r, c, base=o.base, rotary_fraction=o.rotary_fraction,
-                             interleaved=o.interleaved)
+        rot = rotary_dim(self.ctx.head_dim, o.rotary_fraction)
+        dtype = jax.dtypes.canonicalize_dtype(jnp.float64)  # float64 tables under x64
+        make = lambda p: rope_2d_tables(*grid_coordinates(p, self.grid_width), rot, o.base,
+                                        dtype=dtype)
+        q_tables = make(q_pos)
+        return q_tables, (q_tables if k_pos is q_pos else make(k_pos))
 
     def rotate(self, q, k, q_pos, k_pos):
-        return self._apply(q, q_pos), self._apply(k, k_pos)
+        return self.rotate_prepared(q, k, q_pos, k_pos, self.prepare(q_pos, k_pos))
+
+    def rotate_prepared(self, q, k, q_pos, k_pos, prepared):
+        o = self.options
+        apply = lambda x, t: apply_rope_2d(x, None, None, rotary_fraction=o.rotary_fraction,
+                                           interleaved=o.interleaved, tables=t)
+        return apply(q, prepared[0]), apply(k, prepared[1])

@@ -22,18 +22,19 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from posjax.encodings.base import PEContext, PositionalEncoding
 from posjax.encodings.registry import register
-from posjax.encodings.rope import apply_rope
+from posjax.encodings.rope import apply_rope, rope_frequencies, rope_table_pair
 from posjax.encodings.rope_plus_abs import PAPER_A
 
 
 def decoupled_rope(q_content: jax.Array, k_content: jax.Array, q_rope: jax.Array,
                    k_rope: jax.Array, q_pos: jax.Array, k_pos: jax.Array, *,
-                   base: float = 10000.0, interleaved: bool = True
-                   ) -> tuple[jax.Array, jax.Array]:
+                   base: float = 10000.0, interleaved: bool = True,
+                   tables: tuple | None = None) -> tuple[jax.Array, jax.Array]:
     """Widened queries and keys of decoupled (MLA-style) RoPE.
 
     Returns ``q' = [q_C; R_i q_R]`` and ``k' = [k_C; R_j k_R]`` (``[B, T, H, d_h + d_R]``), so that
@@ -46,10 +47,13 @@ def decoupled_rope(q_content: jax.Array, k_content: jax.Array, q_rope: jax.Array
       k_rope: ``[B, Tk, H or 1, d_R]`` rotary keys (one shared by all heads in DeepSeek).
       q_pos, k_pos: ``[T]`` or ``[B, T]`` positions.
       base, interleaved: RoPE frequency base and pairing convention.
+      tables: optional ``(q_tables, k_tables)`` of
+        :func:`posjax.encodings.rope.rope_table_pair` at these positions and base.
     """
     heads = q_content.shape[-2]
-    qr = apply_rope(q_rope, q_pos, base=base, interleaved=interleaved)
-    kr = apply_rope(k_rope, k_pos, base=base, interleaved=interleaved)
+    q_tab, k_tab = (None, None) if tables is None else tables
+    qr = apply_rope(q_rope, q_pos, base=base, interleaved=interleaved, tables=q_tab)
+    kr = apply_rope(k_rope, k_pos, base=base, interleaved=interleaved, tables=k_tab)
     qr = jnp.broadcast_to(qr, (*qr.shape[:-2], heads, qr.shape[-1])).astype(q_content.dtype)
     kr = jnp.broadcast_to(kr, (*kr.shape[:-2], heads, kr.shape[-1])).astype(k_content.dtype)
     return jnp.concatenate([q_content, qr], -1), jnp.concatenate([k_content, kr], -1)
@@ -102,10 +106,19 @@ class MLA(PositionalEncoding):
     def per_layer(self) -> bool:
         return True
 
+    def prepare(self, q_pos, k_pos):
+        """The rotary path's ``(q_tables, k_tables)`` (:func:`rope_table_pair`)."""
+        o = self.options
+        return rope_table_pair(q_pos, k_pos, rope_frequencies(o.rope_dim, o.base, np.float64))
+
     def rotate(self, q, k, q_pos, k_pos):
+        return self.rotate_prepared(q, k, q_pos, k_pos, self.prepare(q_pos, k_pos))
+
+    def rotate_prepared(self, q, k, q_pos, k_pos, prepared):
         d_r = self.options.rope_dim
         q_r = self.q_rope(q.reshape(*q.shape[:-2], -1))
         k_r = self.k_rope(k.reshape(*k.shape[:-2], -1))
         o = self.options
         return decoupled_rope(q, k, q_r.reshape(*q_r.shape[:-1], -1, d_r), k_r[..., None, :],
-                              q_pos, k_pos, base=o.base, interleaved=o.interleaved)
+                              q_pos, k_pos, base=o.base, interleaved=o.interleaved,
+                              tables=prepared)

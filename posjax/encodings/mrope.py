@@ -91,6 +91,9 @@ class MRoPE(RoPE):
         super().__init__(options, ctx, rngs=rngs)
         self.sections = mrope_sections(self.frequencies().shape[0], options.sections)
 
+    def rotate(self, q, k, q_pos, k_pos):  # its own angles: no shared rope_tables to prepare
+        return self._apply(q, q_pos), self._apply(k, k_pos)
+
     def _apply(self, x, positions):
         o = self.options
         dtype = jnp.promote_types(x.dtype, jnp.float32)

@@ -6,6 +6,7 @@ Each pair of coordinates of q and k is rotated by the angle ``p * theta_k``, so 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -134,13 +135,68 @@ def rope_angles(positions: jax.Array, frequencies: jax.Array | np.ndarray, *,
     return total
 
 
-def rotate_pairs(x: jax.Array, angles: jax.Array, *, interleaved: bool) -> jax.Array:
-    """Rotate the coordinate pairs of ``x [..., rot_dim]`` by ``angles [..., rot_dim // 2]``.
+@functools.lru_cache(maxsize=32)
+def _host_tables(pos_bytes: bytes, pos_shape: tuple[int, ...], pos_dtype: str, theta_bytes: bytes,
+                 dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """float64 ``cos, sin`` of ``positions[..., None] * theta``, rounded once to ``dtype``; cached
+    per (positions, frequencies, dtype), so a model's static positions cost one host table."""
+    pos = np.frombuffer(pos_bytes, pos_dtype).reshape(pos_shape).astype(np.float64)
+    ang = pos[..., None] * np.frombuffer(theta_bytes, np.float64)
+    cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+    cos.setflags(write=False)
+    sin.setflags(write=False)
+    return cos, sin
+
+
+def rope_tables(positions: jax.Array | np.ndarray, frequencies: jax.Array | np.ndarray, *,
+                dtype=jnp.float32) -> tuple[jax.Array, jax.Array]:
+    """``(cos, sin)`` of the angles ``positions[..., None] * frequencies``, each ``[..., n]``.
+
+    Host positions (a NumPy array, e.g. a model's default ``arange(T)``) with concrete
+    frequencies give a float64 NumPy table, computed once per (positions, frequencies, dtype)
+    and rounded to ``dtype``: inside ``jit`` it is a constant, so the step computes no angle.
+    Any other positions (traced, ``[B, T]`` of packed rows or decoding) go through
+    :func:`rope_angles` (exact to float64 in float32) and one cos/sin, which an optimization
+    barrier keeps as one ``[..., n]`` table: without it XLA fuses the angle reduction into
+    every consumer and recomputes it per element of q and k (``B T H d`` instead of ``B T d/2``),
+    in the forward and again in the backward pass.
+
+    Args:
+      positions: ``[...]`` positions.
+      frequencies: ``[n]`` angular frequencies (NumPy float64 for float64 accuracy).
+      dtype: float32, or float64 (x64 mode).
+
+    Returns:
+      ``cos, sin`` ``[..., n]`` in ``dtype``.
+    """
+    host_theta = not isinstance(frequencies, jax.core.Tracer)
+    if isinstance(positions, np.ndarray) and host_theta:
+        pos = np.ascontiguousarray(positions)
+        theta = np.ascontiguousarray(np.asarray(frequencies, np.float64))
+        return _host_tables(pos.tobytes(), pos.shape, pos.dtype.str, theta.tobytes(),
+                            jnp.dtype(dtype).name)
+    angles = rope_angles(positions, frequencies, dtype=dtype)
+    return jax.lax.optimization_barrier((jnp.cos(angles), jnp.sin(angles)))
+
+
+def rope_table_pair(q_pos, k_pos, frequencies) -> tuple[tuple, tuple]:
+    """``(q_tables, k_tables)``: the :func:`rope_tables` of query and key positions (one table
+    when ``k_pos is q_pos``), in float32 (float64 under x64): what a rotary PE's ``prepare``
+    returns."""
+    dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
+    q_tables = rope_tables(q_pos, frequencies, dtype=dtype)
+    return q_tables, (q_tables if k_pos is q_pos else rope_tables(k_pos, frequencies, dtype=dtype))
+
+
+def rotate_pairs_by(x: jax.Array, cos: jax.Array, sin: jax.Array, *, interleaved: bool
+                    ) -> jax.Array:
+    """Rotate the coordinate pairs of ``x [..., rot_dim]`` by angles given as ``cos, sin``
+    ``[..., rot_dim // 2]`` (broadcast against x's leading axes).
 
     Interleaved pairs are (x_2k, x_2k+1) (RoFormer); half-split pairs are (x_k, x_k+rot/2)
     (GPT-NeoX / LLaMA).
     """
-    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    cos, sin = jnp.asarray(cos).astype(x.dtype), jnp.asarray(sin).astype(x.dtype)
     if interleaved:
         pairs = x.reshape(*x.shape[:-1], -1, 2)
         a, b = pairs[..., 0], pairs[..., 1]
@@ -150,9 +206,16 @@ def rotate_pairs(x: jax.Array, angles: jax.Array, *, interleaved: bool) -> jax.A
     return jnp.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
 
 
+def rotate_pairs(x: jax.Array, angles: jax.Array, *, interleaved: bool) -> jax.Array:
+    """Rotate the coordinate pairs of ``x [..., rot_dim]`` by ``angles [..., rot_dim // 2]``
+    (pairing as in :func:`rotate_pairs_by`)."""
+    return rotate_pairs_by(x, jnp.cos(angles), jnp.sin(angles), interleaved=interleaved)
+
+
 def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
                rotary_fraction: float = 1.0, interleaved: bool = False,
-               frequencies: jax.Array | None = None, position_scale: float = 1.0) -> jax.Array:
+               frequencies: jax.Array | None = None, position_scale: float = 1.0,
+               tables: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
     """Apply RoPE to ``x [..., seq, heads, head_dim]`` at ``positions [..., seq]``.
 
     Args:
@@ -165,23 +228,32 @@ def apply_rope(x: jax.Array, positions: jax.Array, *, base: float = 10000.0,
       frequencies: optional ``[rot_dim // 2]`` override (context-extension variants).
       position_scale: multiplies positions (linear position interpolation uses 1/s); applied
         to the frequencies, so the angles stay exact (see :func:`rope_angles`).
+      tables: optional ``(cos, sin)`` ``[..., seq, rot_dim // 2]`` from :func:`rope_tables` at
+        these positions and frequencies (a PE's ``prepare``, shared by the layers and by q and
+        k); ``positions``, ``base``, ``frequencies`` and ``position_scale`` are then not read.
 
     Returns:
       Array of x's shape and dtype; norm-preserving per head.
     """
     head_dim = x.shape[-1]
     rot = rotary_dim(head_dim, rotary_fraction)
-    # angles in float32, or float64 when x is float64 (exact relative tests)
-    dtype = jnp.promote_types(x.dtype, jnp.float32)
-    theta = rope_frequencies(rot, base, np.float64) if frequencies is None else frequencies
-    if not isinstance(theta, np.ndarray):
-        theta = jnp.asarray(theta)
-    if theta.shape != (rot // 2,):
-        raise ValueError(f"frequencies must have shape ({rot // 2},), got {theta.shape}")
-    if not (isinstance(position_scale, (int, float)) and position_scale == 1):
-        theta = theta * position_scale  # p (s theta): the angles below stay exact
-    angles = rope_angles(positions, theta, dtype=dtype)[..., :, None, :]  # [..., seq, 1, rot/2]
-    rotated = rotate_pairs(x[..., :rot], angles, interleaved=interleaved)
+    if tables is None:
+        # angles in float32, or float64 when x is float64 (exact relative tests)
+        dtype = jnp.promote_types(x.dtype, jnp.float32)
+        theta = rope_frequencies(rot, base, np.float64) if frequencies is None else frequencies
+        if not isinstance(theta, np.ndarray):
+            theta = jnp.asarray(theta)
+        if theta.shape != (rot // 2,):
+            raise ValueError(f"frequencies must have shape ({rot // 2},), got {theta.shape}")
+        if not (isinstance(position_scale, (int, float)) and position_scale == 1):
+            theta = theta * position_scale  # p (s theta): the angles below stay exact
+        tables = rope_tables(positions, theta, dtype=dtype)
+    cos, sin = tables
+    if cos.shape[-1] != rot // 2:
+        raise ValueError(f"rotary tables have {cos.shape[-1]} frequencies, the rotary dim "
+                         f"{rot} needs {rot // 2}")
+    rotated = rotate_pairs_by(x[..., :rot], cos[..., :, None, :], sin[..., :, None, :],
+                              interleaved=interleaved)  # tables [..., seq, 1, rot/2]
     if rot == head_dim:
         return rotated
     return jnp.concatenate([rotated, x[..., rot:]], axis=-1)
@@ -233,14 +305,33 @@ class RoPE(PositionalEncoding):
         return rope_frequencies(rotary_dim(self.ctx.head_dim, self.options.rotary_fraction),
                                 self.options.base, np.float64)
 
-    def _apply(self, x: jax.Array, positions: jax.Array) -> jax.Array:
+    def position_frequencies(self, k_pos: jax.Array) -> jax.Array:
+        """The frequencies used at key positions ``k_pos`` (those of :meth:`frequencies`;
+        length-dependent variants override this)."""
+        del k_pos
+        return self.frequencies()
+
+    def prepare(self, q_pos, k_pos):
+        """``(q_tables, k_tables)``, each the :func:`rope_tables` ``(cos, sin)`` ``[B or 1, T,
+        rot/2]`` at those positions (one table when ``k_pos is q_pos``)."""
+        theta = self.position_frequencies(k_pos)
+        scale = getattr(self, "position_scale", 1.0)
+        if not (isinstance(scale, (int, float)) and scale == 1):
+            theta = theta * scale  # p (s theta): the angles stay exact
+        return rope_table_pair(q_pos, k_pos, theta)
+
+    def _apply_tables(self, x: jax.Array, tables: tuple[jax.Array, jax.Array]) -> jax.Array:
         o = self.options
-        out = apply_rope(x, positions, rotary_fraction=o.rotary_fraction,
-                         interleaved=o.interleaved, frequencies=self.frequencies())
+        out = apply_rope(x, None, rotary_fraction=o.rotary_fraction, interleaved=o.interleaved,
+                         tables=tables)
         if o.num_rotary_heads is None:
             return out
         heads = jnp.arange(x.shape[-2]) < o.num_rotary_heads
         return jnp.where(heads[:, None], out, x)
 
     def rotate(self, q, k, q_pos, k_pos):
-        return self._apply(q, q_pos), self._apply(k, k_pos)
+        return self.rotate_prepared(q, k, q_pos, k_pos, self.prepare(q_pos, k_pos))
+
+    def rotate_prepared(self, q, k, q_pos, k_pos, prepared):
+        q_tables, k_tables = prepared
+        return self._apply_tables(q, q_tables), self._apply_tables(k, k_tables)

@@ -36,7 +36,7 @@ from flax import nnx
 
 from posjax.encodings.base import PEContext
 from posjax.encodings.registry import register
-from posjax.encodings.rope import RoPE, RoPEOptions, apply_rope, rope_frequencies, rotary_dim
+from posjax.encodings.rope import RoPE, RoPEOptions, rope_frequencies, rotary_dim
 
 
 def ntk_base(base: float, factor: float, rot_dim: int) -> float | jax.Array:
@@ -205,19 +205,8 @@ class _ScaledRoPE(RoPE):
             raise ValueError(f"PE '{self.name}' needs original_max_len (or the model's max_len)")
         return float(L)
 
-    def _apply_with(self, x, positions, freqs):
-        o = self.options
-        out = apply_rope(x, positions, rotary_fraction=o.rotary_fraction,
-                         interleaved=o.interleaved, frequencies=freqs,
-                         position_scale=self.position_scale)
-        if o.num_rotary_heads is None:
-            return out
-        heads = jnp.arange(x.shape[-2]) < o.num_rotary_heads
-        return jnp.where(heads[:, None], out, x)
-
-    def rotate(self, q, k, q_pos, k_pos):
-        freqs = self.frequencies()
-        q, k = self._apply_with(q, q_pos, freqs), self._apply_with(k, k_pos, freqs)
+    def rotate_prepared(self, q, k, q_pos, k_pos, prepared):
+        q, k = super().rotate_prepared(q, k, q_pos, k_pos, prepared)
         m = self.magnitude()
         if m != 1.0:
             q, k = q * jnp.asarray(m, q.dtype), k * jnp.asarray(m, k.dtype)
@@ -265,14 +254,12 @@ class RoPENTK(_ScaledRoPE):
                     "each segment")
         return None
 
-    def rotate(self, q, k, q_pos, k_pos):
+    def position_frequencies(self, k_pos):
         if not self.options.dynamic:
-            return super().rotate(q, k, q_pos, k_pos)
+            return self.frequencies()
         s, L = self.options.factor, self.original_len()
         cur = jnp.max(jnp.asarray(k_pos, jnp.float32)) + 1.0
-        s_eff = jnp.maximum(1.0, s * cur / L - (s - 1.0))
-        freqs = self.frequencies(s_eff)
-        return self._apply_with(q, q_pos, freqs), self._apply_with(k, k_pos, freqs)
+        return self.frequencies(jnp.maximum(1.0, s * cur / L - (s - 1.0)))
 
 
 @register("rope_yarn", options=YarnScalingOptions,
@@ -341,15 +328,10 @@ class LongRoPE(_ScaledRoPE):
             return o.attention_factor
         return longrope_attention_factor(self._scale(), self.original_len())
 
-    def rotate(self, q, k, q_pos, k_pos):
+    def position_frequencies(self, k_pos):
         length = jnp.max(jnp.asarray(k_pos, jnp.float32)) + 1.0
-        freqs = jnp.where(length > self.original_len(), self.frequencies(True),
-                          self.frequencies(False))
-        q, k = self._apply_with(q, q_pos, freqs), self._apply_with(k, k_pos, freqs)
-        m = self.magnitude()
-        if m != 1.0:
-            q, k = q * jnp.asarray(m, q.dtype), k * jnp.asarray(m, k.dtype)
-        return q, k
+        return jnp.where(length > self.original_len(), self.frequencies(True),
+                         self.frequencies(False))
 
 
 @dataclasses.dataclass(frozen=True)

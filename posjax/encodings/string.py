@@ -19,12 +19,13 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from posjax.encodings.base import PEContext, PositionalEncoding
 from posjax.encodings.liere import skew
 from posjax.encodings.registry import register
-from posjax.encodings.rope import apply_rope
+from posjax.encodings.rope import apply_rope, rope_frequencies, rope_table_pair
 
 
 def cayley(s: jax.Array) -> jax.Array:
@@ -76,13 +77,21 @@ class String(PositionalEncoding):
         """The orthogonal ``P [H, d_h, d_h]``."""
         return cayley(skew(self.skew_param[...]))
 
-    def _apply(self, x, positions, P):
+    def _apply(self, x, tables, P):
         dtype = jnp.promote_types(x.dtype, jnp.float32)
         P = P.astype(dtype)
         y = jnp.einsum("hji,...hj->...hi", P, x.astype(dtype))  # P^T x
-        y = apply_rope(y, positions, base=self.options.base, interleaved=True)
+        y = apply_rope(y, None, interleaved=True, tables=tables)
         return jnp.einsum("hij,...hj->...hi", P, y).astype(x.dtype)  # P RoPE(p) P^T x
 
+    def prepare(self, q_pos, k_pos):
+        """RoPE's ``(q_tables, k_tables)`` over the whole head (:func:`rope_table_pair`)."""
+        theta = rope_frequencies(self.ctx.head_dim, self.options.base, np.float64)
+        return rope_table_pair(q_pos, k_pos, theta)
+
     def rotate(self, q, k, q_pos, k_pos):
+        return self.rotate_prepared(q, k, q_pos, k_pos, self.prepare(q_pos, k_pos))
+
+    def rotate_prepared(self, q, k, q_pos, k_pos, prepared):
         P = self.basis()
-        return self._apply(q, q_pos, P), self._apply(k, k_pos, P)
+        return self._apply(q, prepared[0], P), self._apply(k, prepared[1], P)

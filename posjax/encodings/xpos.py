@@ -110,6 +110,6 @@ class XPos(RoPE):
         heads = jnp.arange(x.shape[-2]) < o.num_rotary_heads
         return jnp.where(heads[:, None], scaled, x)
 
-    def rotate(self, q, k, q_pos, k_pos):
-        q, k = super().rotate(q, k, q_pos, k_pos)
+    def rotate_prepared(self, q, k, q_pos, k_pos, prepared):
+        q, k = super().rotate_prepared(q, k, q_pos, k_pos, prepared)
         return self._decay(q, q_pos, 1.0), self._decay(k, k_pos, -1.0)

@@ -201,7 +201,7 @@ class SelfAttention(nnx.Module):
                  deterministic: bool = True, rngs: nnx.Rngs | None = None,
                  return_weights: bool = False, qk: jax.Array | None = None,
                  cache: dict[str, Any] | None = None, cache_index: jax.Array | None = None,
-                 k_positions: jax.Array | None = None):
+                 k_positions: jax.Array | None = None, prepared: Any = None):
         """Args:
           x: ``[B, T, d]`` inputs (queries; also keys/values unless ``kv`` is given).
           pe: the layer's PE; its ``rotate`` hook is applied to q and k.
@@ -219,6 +219,8 @@ class SelfAttention(nnx.Module):
             and ``mask`` are then ``[.., T, S]``). Returns ``(out, new_cache)``.
           k_positions: ``[B or 1, Tk]`` positions of the keys attended (the cache slots' while
             decoding); default ``positions``. Only the ``logits`` hook reads them.
+          prepared: ``pe.prepare(positions, positions)``, computed once per forward by the
+            model (None: computed here).
         """
         src = x if kv is None else kv
         q_src = x if qk is None else qk
@@ -227,7 +229,9 @@ class SelfAttention(nnx.Module):
         k = self._heads(dense(self.key, k_src))
         v = self._heads(dense(self.value, src))
         if "rotate" in pe.hooks:
-            q, k = pe.rotate(q, k, positions, positions)
+            if prepared is None:
+                prepared = pe.prepare(positions, positions)
+            q, k = pe.rotate_prepared(q, k, positions, positions, prepared)
         new_cache = None
         if cache is not None:
             start = (0, cache_index, 0, 0)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from posjax import encodings
@@ -44,7 +45,7 @@ class Block(nnx.Module):
 
     def __call__(self, x, *, pe, positions, bias, mask, head_mask, kv, deterministic, rngs,
                  return_weights, layer=0, segment_ids=None, cache=None, cache_index=None,
-                 k_positions=None):
+                 k_positions=None, prepared=None):
         """One block; with a layer ``cache`` the attention writes into it and the block returns
         ``(x, new_cache)`` instead of ``(x, weights)``."""
         def attend(h):
@@ -52,7 +53,7 @@ class Block(nnx.Module):
                      if "attention_input" in pe.hooks else (h, h))
             common = dict(pe=pe, positions=positions, bias=bias, mask=mask, head_mask=head_mask,
                           kv=kv, deterministic=deterministic, rngs=rngs, qk=qk,
-                          k_positions=k_positions)
+                          k_positions=k_positions, prepared=prepared)
             if cache is not None:
                 return self.attn(h, cache=cache, cache_index=cache_index, **common)
             return self.attn(h, return_weights=True, **common) if return_weights else (
@@ -179,7 +180,10 @@ class Transformer(nnx.Module):
             if positions is None:
                 positions = segment_positions(segment_ids)
         if positions is None:
-            positions = jnp.arange(length)
+            positions = np.arange(length, dtype=np.int32)
+        # static positions stay on the host for the PEs' prepare (constant tables under jit)
+        host = (positions.reshape(-1, positions.shape[-1])
+                if isinstance(positions, np.ndarray) and positions.ndim in (1, 2) else None)
         positions = batch_positions(positions)
         if positions.shape[-1] != length:
             raise ValueError(f"positions have length {positions.shape[-1]} but tokens have {length}")
@@ -193,15 +197,17 @@ class Transformer(nnx.Module):
         x, weights = self._run(tokens, positions=positions, k_positions=positions, mask=mask,
                                segment_ids=segment_ids, head_mask=head_mask,
                                deterministic=deterministic, rngs=rngs,
-                               return_attention=return_attention, token_type_ids=token_type_ids)
+                               return_attention=return_attention, token_type_ids=token_type_ids,
+                               host_positions=host)
         return (x, jnp.stack(weights)) if return_attention else x
 
     def _run(self, tokens, *, positions, k_positions, mask, segment_ids, head_mask=None,
              deterministic=True, rngs=None, return_attention=False, cache=None,
-             token_type_ids=None):
+             token_type_ids=None, host_positions=None):
         """Embeddings, PE hooks and blocks: hidden ``[B, T, d]`` and the per-layer weights (or,
         with ``cache``, the per-layer updated caches). Queries sit at ``positions``, keys at
-        ``k_positions`` (the cache slots' while decoding)."""
+        ``k_positions`` (the cache slots' while decoding). ``host_positions`` (NumPy, the value
+        of ``positions``) is what the PEs' ``prepare`` gets when the positions are static."""
         cfg = self.config
         x = (self.embed_tokens(tokens) if cfg.input_dim is None else dense(self.embed, tokens)
              ).astype(cfg.jnp_dtype)
@@ -218,6 +224,10 @@ class Transformer(nnx.Module):
         layer_bias = lambda pe: (broadcast_bias(pe.bias(positions, k_positions))
                                  if "bias" in pe.hooks else None)
         shared_bias = layer_bias(self.pe) if self.shared_pe else None
+        rot_pos = positions if host_positions is None else host_positions
+        layer_prepared = lambda pe: (pe.prepare(rot_pos, rot_pos) if "rotate" in pe.hooks
+                                     else None)  # once per PE module and forward
+        shared_prepared = layer_prepared(self.pe) if self.shared_pe else None
         extras = []
         for layer, block in enumerate(self.blocks):
             pe = self.layer_pe(layer)
@@ -232,6 +242,7 @@ class Transformer(nnx.Module):
                              deterministic=deterministic, rngs=rngs,
                              return_weights=return_attention, layer=layer,
                              segment_ids=segment_ids, k_positions=k_positions,
+                             prepared=shared_prepared if self.shared_pe else layer_prepared(pe),
                              **(layer_cache or {}))
             if "block_output" in pe.hooks:
                 x = pe.block_output(x, positions, layer, deterministic=deterministic, rngs=rngs,
