@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from posjax.models.attention import dense
+from posjax.models.chunked_ce import chunked_cross_entropy
 from posjax.models.config import CHUNKED_LM_LOSS_MIN_VOCAB, TransformerConfig
 from posjax.models.packing import count_segments, segment_pool, segment_runs
 from posjax.models.transformer import Transformer
@@ -131,8 +132,6 @@ class LanguageModel(nnx.Module):
             lse = jax.nn.logsumexp(z, axis=-1)
             picked = jnp.take_along_axis(z, targets.reshape(-1, 1).astype(jnp.int32), -1)[:, 0]
             return (lse - picked).reshape(targets.shape)
-        from posjax.training.chunked_ce import chunked_cross_entropy  # noqa: PLC0415
-
         hidden = self.transformer(tokens, positions=positions, padding_mask=padding_mask,
                                   deterministic=deterministic, rngs=rngs, head_mask=head_mask,
                                   segment_ids=segment_ids)
