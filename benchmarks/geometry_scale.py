@@ -85,9 +85,9 @@ def pe_coords(n: int) -> dict[str, np.ndarray]:
     """Embeddings of three PEs at positions ``0..n-1`` (float32): the sinusoidal table
     (Vaswani et al., arXiv 1706.03762; ``d = 768``), RoPE orbit coordinates of a unit vector with
     equal energy per plane (Su et al., arXiv 2104.09864; ``d_h = 64``; their distances are the
-    ``"kernel"`` mode of :func:`posjax.geometry.dist_rope`), and ALiBi's positions times the mean
+    ``"kernel"`` mode of :func:`posjax.analysis.encoding_geometry.dist_rope`), and ALiBi's positions times the mean
     slope of 12 heads (Press et al., arXiv 2108.12409)."""
-    from posjax.geometry import alibi_mean_slope
+    from posjax.encodings import alibi_mean_slope
 
     pos = np.arange(n, dtype=np.float64)[:, None]
     w = 10000.0 ** (-2.0 * np.arange(384) / 768)

@@ -340,7 +340,7 @@ def lm_loss_memory(tokens: int = 16384, vocab: int = 30522, d: int = 768) -> dic
     import jax.numpy as jnp
 
     from posjax.training import chunked_cross_entropy, dense_cross_entropy
-    from posjax.training.chunked_ce import auto_chunk_size
+    from posjax.models.chunked_ce import auto_chunk_size
 
     shapes = (jax.ShapeDtypeStruct((tokens, d), jnp.float32),
               jax.ShapeDtypeStruct((d, vocab), jnp.float32),

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from posjax.analysis.encoding_geometry import encoding_distances
 import posjax.geometry as geo
 from experiments._stress_matrix_free import (RowsTarget, coords_stress, fixed_coordinates,
                                               has_gram_factorisation, matrix_free_variants,
@@ -69,12 +70,12 @@ def distance_variants(prep: Any, cfg: Any, plugin: tuple | None = None
 def fixed_distances(n: int, cfg: Any) -> dict[str, np.ndarray]:
     """Distances of the fixed encodings of table E1 (docs/interpretations.md)."""
     return {
-        "sinusoidal": geo.encoding_distances("sinusoidal", n, dim=cfg.sinusoidal_dim),
-        "rope": geo.encoding_distances("rope", n, head_dim=cfg.rope_head_dim, mode=cfg.rope_mode),
-        "alibi": geo.encoding_distances("alibi", n, scale=cfg.alibi_scale,
+        "sinusoidal": encoding_distances("sinusoidal", n, dim=cfg.sinusoidal_dim),
+        "rope": encoding_distances("rope", n, head_dim=cfg.rope_head_dim, mode=cfg.rope_mode),
+        "alibi": encoding_distances("alibi", n, scale=cfg.alibi_scale,
                                         **({"num_heads": cfg.alibi_heads}
                                            if cfg.alibi_scale == "mean_slope" else {})),
-        "nope": geo.encoding_distances("nope", n),
+        "nope": encoding_distances("nope", n),
     }
 
 

@@ -9,7 +9,7 @@ a Gram factorisation). What changes against the dense path:
   (:func:`posjax.geometry.b_trace`), so ``r_eps`` is exact when it is ``<= k`` and is otherwise
   reported as not reached (the row then uses ``r = k``). The full-rank row becomes MDS at ``k``.
 * Stress: every encoding enters through coordinates (fixed encodings:
-  :func:`posjax.geometry.encoding_coordinates`; trained encoders: their table rows), exact and
+  :func:`posjax.analysis.encoding_geometry.encoding_coordinates`; trained encoders: their table rows), exact and
   streamed when ``n <= stress_exact_max``, else from ``stress_pairs`` sampled pairs with a 95 %
   confidence interval (:func:`posjax.geometry.stress_from_distributions`).
 * Not computed (reported as such, never filled in): split-half debiasing, SMACOF, the Fisher-Rao
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from posjax.analysis.encoding_geometry import encoding_coordinates
 import posjax.geometry as geo
 
 #: Metrics whose ``B`` factorises as a Gram matrix of the centred ``sqrt(P)`` rows.
@@ -43,13 +44,13 @@ def fixed_coordinates(n: int, cfg: Any) -> dict[str, np.ndarray]:
     """Coordinates of the fixed encodings of E1, with the options of the dense path (so their
     distances equal ``fixed_distances``)."""
     return {
-        "sinusoidal": geo.encoding_coordinates("sinusoidal", n, dim=cfg.sinusoidal_dim),
-        "rope": geo.encoding_coordinates("rope", n, head_dim=cfg.rope_head_dim,
+        "sinusoidal": encoding_coordinates("sinusoidal", n, dim=cfg.sinusoidal_dim),
+        "rope": encoding_coordinates("rope", n, head_dim=cfg.rope_head_dim,
                                          mode=cfg.rope_mode),
-        "alibi": geo.encoding_coordinates("alibi", n, scale=cfg.alibi_scale,
+        "alibi": encoding_coordinates("alibi", n, scale=cfg.alibi_scale,
                                           **({"num_heads": cfg.alibi_heads}
                                              if cfg.alibi_scale == "mean_slope" else {})),
-        "nope": geo.encoding_coordinates("nope", n),
+        "nope": encoding_coordinates("nope", n),
     }
 
 

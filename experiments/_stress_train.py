@@ -65,6 +65,7 @@ def pe_param_count(model) -> int:
 def _trained_geometry(model, pe: str, prep: Any, targets: dict[str, Any]):
     """Stress of the trained table (learned, mds) or bias (t5) against every variant's geometry
     (``targets``: dense ``D`` arrays or the targets of ``_stress_geometry.as_targets``)."""
+    from posjax.analysis.encoding_geometry import encoding_distances
     import posjax.geometry as geo
 
     from experiments._stress_geometry import as_targets, trained_stress
@@ -87,7 +88,7 @@ def _trained_geometry(model, pe: str, prep: Any, targets: dict[str, Any]):
             if any(t.kind == "matrix_free" for t in heads.values()):
                 raise ValueError(f"T5 stress not computed at n = {n} (matrix-free): a bias "
                                  "has distances but no coordinates")
-            E = np.asarray(geo.encoding_distances("t5", module_len(model), module=module),
+            E = np.asarray(encoding_distances("t5", module_len(model), module=module),
                            np.float64)[off:off + n, off:off + n]
             return trained_stress(heads, distances=E)
 

@@ -51,6 +51,7 @@ is defined (structural hooks), or a 2-D PE that needs a square grid.
 def catalogue_rows() -> list[dict]:
     """One dict per registered PE with hook, relative flag, paper and stress (None: no distance)."""
     import posjax.encodings as pe
+    from posjax.analysis.encoding_geometry import encoding_distances
     import posjax.geometry as geo
     from posjax.data.synthetic import three_regime_corpus
 
@@ -65,11 +66,11 @@ def catalogue_rows() -> list[dict]:
         row = {"pe": name, "hook": entry.hook, "relative": entry.relative, "paper": entry.paper}
         try:
             if name in CLOSED:
-                E = geo.encoding_distances(name, n, **CLOSED[name])
+                E = encoding_distances(name, n, **CLOSED[name])
             elif name == "mds":
-                E = geo.encoding_distances("mds", n, coords=coords)
+                E = encoding_distances("mds", n, coords=coords)
             else:
-                E = geo.encoding_distances(name, n, use_registry=True, **CONTEXT)
+                E = encoding_distances(name, n, use_registry=True, **CONTEXT)
             row["stress_opt"] = float(geo.stress(D, distances=E, scale="optimal"))
         except ValueError as e:
             row["stress_opt"], row["note"] = None, str(e).split(";")[0]

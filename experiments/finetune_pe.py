@@ -189,6 +189,7 @@ def geometry(cfg: FinetuneConfig, prep: Any, hf: dict) -> tuple[dict[str, dict],
     """Stress of every PE against the corpus geometry, and the MDS coordinates ``[n, r]``."""
     import jax
 
+    from posjax.analysis.encoding_geometry import encoding_distances
     import posjax.geometry as geo
     from experiments._stress_geometry import stress_pair
     from posjax.pretrained import position_table
@@ -209,10 +210,10 @@ def geometry(cfg: FinetuneConfig, prep: Any, hf: dict) -> tuple[dict[str, dict],
         distances = {
             "learned": geo.dist_learned(table[:m]),
             "mds": geo.dist_learned(coords),
-            "sinusoidal": geo.encoding_distances("sinusoidal", n, dim=d),
-            "rope": geo.encoding_distances("rope", n, head_dim=d // heads, mode="kernel"),
-            "alibi": geo.encoding_distances("alibi", n),
-            "none": geo.encoding_distances("nope", n),
+            "sinusoidal": encoding_distances("sinusoidal", n, dim=d),
+            "rope": encoding_distances("rope", n, head_dim=d // heads, mode="kernel"),
+            "alibi": encoding_distances("alibi", n),
+            "none": encoding_distances("nope", n),
         }
         stress = {pe: {**stress_pair(D[:E.shape[0], :E.shape[0]], np.asarray(E, np.float64)),
                        "n": int(E.shape[0])} for pe, E in distances.items()}

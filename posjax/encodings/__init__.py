@@ -12,7 +12,7 @@ from posjax.encodings.nope import NoPE
 from posjax.encodings.sinusoidal import Sinusoidal, sinusoidal, sinusoidal_at, sinusoidal_frequencies
 from posjax.encodings.learned import Learned, init_table
 from posjax.encodings.rope import RoPE, apply_rope, rope_frequencies, rotary_dim, rotate_pairs
-from posjax.encodings.alibi import Alibi, alibi_bias, alibi_slopes
+from posjax.encodings.alibi import Alibi, alibi_bias, alibi_mean_slope, alibi_slopes
 from posjax.encodings.t5 import T5Bias, t5_bucket
 from posjax.encodings.learned import RandomFixed
 from posjax.encodings.grid2d import Rope2DAxial, Sinusoidal2D
@@ -24,7 +24,8 @@ __all__ = [
     "check_table_length", "info", "make", "names", "register",
     "NoPE", "Sinusoidal", "Learned", "RoPE", "Alibi", "T5Bias",
     "sinusoidal", "sinusoidal_at", "sinusoidal_frequencies", "init_table", "apply_rope",
-    "rope_frequencies", "rotary_dim", "rotate_pairs", "alibi_bias", "alibi_slopes", "t5_bucket",
+    "rope_frequencies", "rotary_dim", "rotate_pairs", "alibi_bias", "alibi_slopes",
+    "alibi_mean_slope", "t5_bucket",
 ]
 
 # The wider catalogue: one module per family.

@@ -17,24 +17,34 @@ def _power_of_two_slopes(n: int) -> list[float]:
     return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
 
 
-def alibi_slopes(num_heads: int, *, kind: str = "canonical") -> jax.Array:
+def alibi_slopes(num_heads: int, *, kind: str = "canonical", dtype=jnp.float32) -> jax.Array:
     """Head slopes ``[num_heads]``.
 
     ``canonical``: m_h = 2^(-8h/H) for a power-of-two H; otherwise the slopes of the closest lower
     power of two c followed by the even-indexed slopes of 2c (first H - c of them), as in the
     reference code. ``exp``: m_h = exp(-h/H), h = 0..H-1 (the code of arXiv 2505.13027).
+    ``dtype=np.float64`` returns the exact NumPy float64 slopes (with or without x64).
     """
     if num_heads <= 0:
         raise ValueError(f"num_heads must be positive, got {num_heads}")
     if kind == "exp":
-        return jnp.exp(-jnp.arange(num_heads, dtype=jnp.float32) / num_heads)
+        if dtype is np.float64:
+            return np.exp(-np.arange(num_heads, dtype=np.float64) / num_heads)
+        return jnp.exp(-jnp.arange(num_heads, dtype=dtype) / num_heads)
     if kind != "canonical":
         raise ValueError(f"ALiBi slopes must be 'canonical' or 'exp', got {kind!r}")
     c = 2 ** int(math.floor(math.log2(num_heads)))
     slopes = _power_of_two_slopes(c)
     if c < num_heads:
         slopes += _power_of_two_slopes(2 * c)[0::2][: num_heads - c]
-    return jnp.asarray(np.array(slopes, np.float32))
+    if dtype is np.float64:
+        return np.array(slopes, np.float64)
+    return jnp.asarray(np.array(slopes, dtype))
+
+
+def alibi_mean_slope(num_heads: int) -> float:
+    """Mean of the canonical slopes of ``num_heads`` heads (:func:`alibi_slopes`, in float64)."""
+    return float(np.mean(alibi_slopes(num_heads, dtype=np.float64)))
 
 
 def alibi_bias(num_heads: int, q_positions: jax.Array, k_positions: jax.Array, *,

@@ -12,23 +12,25 @@ from posjax.encodings.base import PEContext, PositionalEncoding, check_table_len
 from posjax.encodings.registry import register
 
 
-def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, freq_spacing: str = "2k/d"
-                           ) -> jax.Array:
-    """Angular frequencies ``[dim // 2]``: w_k = base^(-2k/dim) (or base^(-k/(dim/2 - 1)))."""
+def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, freq_spacing: str = "2k/d",
+                           dtype=jnp.float32) -> jax.Array:
+    """Angular frequencies ``[dim // 2]``: w_k = base^(-2k/dim) (or base^(-k/(dim/2 - 1))),
+    computed in ``dtype`` (``jnp.float64`` under ``jax.enable_x64`` for the geometry path)."""
     if dim <= 0 or dim % 2:
         raise ValueError(f"sinusoidal PE needs a positive even dim, got {dim}")
-    k = jnp.arange(dim // 2, dtype=jnp.float32)
+    k = jnp.arange(dim // 2, dtype=dtype)
     if freq_spacing == "2k/d":
         exponent = 2.0 * k / dim
     elif freq_spacing == "k/(d/2-1)":
         exponent = k / max(dim // 2 - 1, 1)
     else:
         raise ValueError(f"freq_spacing must be '2k/d' or 'k/(d/2-1)', got {freq_spacing!r}")
-    return jnp.asarray(base, jnp.float32) ** (-exponent)
+    return jnp.asarray(base, dtype) ** (-exponent)
 
 
 def sinusoidal_at(positions: jax.Array, dim: int, base: float = 10000.0, *,
-                  layout: str = "interleaved", freq_spacing: str = "2k/d") -> jax.Array:
+                  layout: str = "interleaved", freq_spacing: str = "2k/d",
+                  dtype=jnp.float32) -> jax.Array:
     """Sinusoidal vectors at arbitrary (integer or continuous) positions.
 
     Args:
@@ -37,12 +39,13 @@ def sinusoidal_at(positions: jax.Array, dim: int, base: float = 10000.0, *,
       base: frequency base (10^4 in the Transformer paper).
       layout: ``"interleaved"`` (PE[2k] = sin, PE[2k+1] = cos) or ``"block"`` ([sin | cos]).
       freq_spacing: ``"2k/d"`` (standard) or ``"k/(d/2-1)"`` (flax lm1b/wmt examples).
+      dtype: dtype of the positions, frequencies and result (float32 for the model).
 
     Returns:
-      ``[..., dim]`` float32.
+      ``[..., dim]`` in ``dtype``.
     """
-    angles = jnp.asarray(positions, jnp.float32)[..., None] * sinusoidal_frequencies(
-        dim, base, freq_spacing=freq_spacing)
+    angles = jnp.asarray(positions, dtype)[..., None] * sinusoidal_frequencies(
+        dim, base, freq_spacing=freq_spacing, dtype=dtype)
     sin, cos = jnp.sin(angles), jnp.cos(angles)
     if layout == "interleaved":
         return jnp.stack([sin, cos], axis=-1).reshape(*angles.shape[:-1], dim)

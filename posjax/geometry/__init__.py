@@ -9,16 +9,17 @@ SMACOF to compare any positional encoding with ``D``, and spectral diagnostics.
 >>> D = geo.hellinger_matrix(P)                       # chord metric, [n, n]
 >>> mds = geo.classical_mds(D, rank_rule=("energy", 1e-3))
 >>> geo.stress(D, coords=mds.coords)                  # normalised raw stress
->>> E = geo.encoding_distances("sinusoidal", D.shape[0], dim=768)
+>>> from posjax.analysis.encoding_geometry import encoding_distances
+>>> E = encoding_distances("sinusoidal", D.shape[0], dim=768)
 >>> geo.stress(D, distances=E, scale="optimal")
 
-This package is a facade: it only re-exports names from its modules. The MDS encoding as an
-NNX module lives in :mod:`posjax.encodings.mds` (registered as ``"mds"``).
+This package is a facade: it only re-exports names from its modules, and it imports nothing
+from ``posjax.encodings``. The bridge from a PE to its distances and coordinates
+(``encoding_distances``, ``encoding_coordinates``) is :mod:`posjax.analysis.encoding_geometry`;
+the MDS encoding as an NNX module lives in :mod:`posjax.encodings.mds` (registered as ``"mds"``).
 """
-from posjax.geometry.adapters import (alibi_mean_slope, dist_alibi, dist_bias, dist_learned,
-                                      dist_mds, dist_nope, dist_rope, dist_sinusoidal,
-                                      encoding_distances)
-from posjax.geometry.encoding_coords import COORDINATE_ENCODINGS, encoding_coordinates
+from posjax.geometry.adapters import (dist_bias, dist_learned, dist_mds, dist_nope,
+                                      offset_distances, orbit_distances)
 from posjax.geometry.diagnostics import (dct_alignment, dct_modes, ramp_alignment,
                                          shift_invariance_score, spectrum_report)
 from posjax.geometry.distributions import counts_summary, positional_distributions
@@ -52,11 +53,26 @@ __all__ = [
     "topk_spectrum_report", "SqrtRows", "sqrt_rows", "sqrt_rows_from_counts", "sample_pairs",
     "pair_stress_estimate",
     # adapters
-    "encoding_distances", "encoding_coordinates", "COORDINATE_ENCODINGS", "dist_mds", "dist_learned", "dist_sinusoidal", "dist_rope",
-    "dist_alibi", "dist_bias", "dist_nope", "alibi_mean_slope",
+    "dist_mds", "dist_learned", "dist_bias", "dist_nope", "offset_distances", "orbit_distances",
     # low rank
     "low_rank_factors", "lift_to_width", "lift_matrix", "param_count", "break_even_rank",
     # diagnostics
     "spectrum_report", "dct_alignment", "dct_modes", "ramp_alignment", "shift_invariance_score",
 ]
 
+#: Names that moved to :mod:`posjax.analysis.encoding_geometry` (the PE -> geometry bridge).
+_MOVED = frozenset({"encoding_distances", "encoding_coordinates", "COORDINATE_ENCODINGS",
+                    "dist_sinusoidal", "dist_rope", "dist_alibi", "alibi_scale",
+                    "alibi_mean_slope"})
+
+
+def __getattr__(name: str):
+    if name in _MOVED:  # ImportError: `from posjax.geometry import x` keeps this message
+        raise ImportError(
+            f"posjax.geometry.{name} moved to posjax.analysis.encoding_geometry.{name} (the "
+            "PE -> geometry bridge sits above posjax.encodings and posjax.geometry): use "
+            f"`from posjax.analysis.encoding_geometry import {name}`")
+    if name == "encoding_coords":
+        raise ImportError("posjax.geometry.encoding_coords moved to "
+                             "posjax.analysis.encoding_geometry")
+    raise AttributeError(f"module 'posjax.geometry' has no attribute {name!r}")

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from posjax.models.attention import dense
+from posjax.models.chunked_ce import chunked_cross_entropy, lm_targets, masked_losses
 from posjax.models.config import CHUNKED_LM_LOSS_MIN_VOCAB, TransformerConfig
 from posjax.models.packing import count_segments, segment_pool, segment_runs
 from posjax.models.transformer import Transformer
@@ -114,7 +115,7 @@ class LanguageModel(nnx.Module):
              rngs=None, head_mask=None, chunk_size=None, segment_ids=None):
         """Per-token cross-entropy ``[B, T]`` (float32) of ``targets [B, T]``.
 
-        A target ``-100`` (``posjax.training.chunked_ce.IGNORE_INDEX``) has loss 0 and no
+        A target ``-100`` (``posjax.models.chunked_ce.IGNORE_INDEX``) has loss 0 and no
         gradient; any other target outside ``[0, vocab_size)`` raises (concrete targets) or, under
         jit, gives a NaN loss and a ``check_range`` row that the training step reports.
 
@@ -127,9 +128,6 @@ class LanguageModel(nnx.Module):
         if chunked is None:
             chunked = self.config.vocab_size >= CHUNKED_LM_LOSS_MIN_VOCAB
         targets = jnp.asarray(targets)
-        from posjax.training.chunked_ce import (  # noqa: PLC0415
-            chunked_cross_entropy, lm_targets, masked_losses)
-
         safe, ignored, bad = lm_targets(targets.reshape(-1), self.config.vocab_size)  # fail fast
         if not chunked:
             logits = self(tokens, positions=positions, padding_mask=padding_mask,

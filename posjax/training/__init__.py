@@ -1,7 +1,7 @@
 """Training: config, optimiser, deterministic batching, the loop and ensembles, checkpoints,
 losses and evaluation."""
 from posjax.training.checkpoint import CheckpointCorrupted, Checkpointer
-from posjax.training.chunked_ce import chunked_cross_entropy, dense_cross_entropy
+from posjax.models.chunked_ce import chunked_cross_entropy, dense_cross_entropy
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule
 from posjax.training.data import ArrayBatches, iterate, pack_sequences
 from posjax.training.loop import InvalidBatch, TrainResult, TrainingDiverged, make_train_step, train

@@ -54,7 +54,7 @@ def _lm(chunked, vocab=16, causal=True, **kw):
 
 def test_r2_lm_targets_ignore_index_and_out_of_range():
     from posjax.input_checks import collect, first_error, stack_rows
-    from posjax.training.chunked_ce import IGNORE_INDEX
+    from posjax.models.chunked_ce import IGNORE_INDEX
 
     rng = np.random.default_rng(0)
     tok = jnp.asarray(rng.integers(0, 16, (2, 6)), jnp.int32)

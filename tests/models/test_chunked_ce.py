@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from posjax.models import LanguageModel, TransformerConfig
-from posjax.training import chunked_cross_entropy, dense_cross_entropy
+from posjax.models.chunked_ce import chunked_cross_entropy, dense_cross_entropy
 
 
 def _data(N=203, d=24, V=517, dtype=jnp.float32, seed=0):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import posjax.encodings as pe
+import posjax.analysis.encoding_geometry as eg
 import posjax.geometry as geo
 
 N = 40
@@ -22,8 +23,8 @@ CASES = [
 @pytest.mark.parametrize("name,opts", CASES)
 def test_coordinate_distances_equal_closed_forms(name, opts):
     with jax.enable_x64(True):
-        X = geo.encoding_coordinates(name, N, **opts)
-        E = np.asarray(geo.encoding_distances(name, N, **opts))
+        X = eg.encoding_coordinates(name, N, **opts)
+        E = np.asarray(eg.encoding_distances(name, N, **opts))
         got = np.asarray(geo.dist_mds(X))
     assert X.dtype == np.float64 and X.shape[0] == N
     np.testing.assert_allclose(got, E, rtol=0, atol=1e-12)
@@ -32,8 +33,8 @@ def test_coordinate_distances_equal_closed_forms(name, opts):
 def test_positions_are_honoured():
     pos = np.array([0.0, 3.0, 7.5, 20.0])
     with jax.enable_x64(True):
-        X = geo.encoding_coordinates("sinusoidal", 4, dim=8, positions=pos)
-        E = np.asarray(geo.encoding_distances("sinusoidal", 4, dim=8, positions=pos))
+        X = eg.encoding_coordinates("sinusoidal", 4, dim=8, positions=pos)
+        E = np.asarray(eg.encoding_distances("sinusoidal", 4, dim=8, positions=pos))
         np.testing.assert_allclose(np.asarray(geo.dist_mds(X)), E, atol=1e-12)
 
 
@@ -44,13 +45,13 @@ def test_registry_encodings_match_or_are_refused():
             "alibi": dict(scale="mean_slope", num_heads=2), "none": {}}
     checked = 0
     for name in pe.names():
-        if name not in geo.COORDINATE_ENCODINGS:
+        if name not in eg.COORDINATE_ENCODINGS:
             with pytest.raises(ValueError, match="no coordinate form"):
-                geo.encoding_coordinates(name, N)
+                eg.encoding_coordinates(name, N)
             continue
-        E = np.asarray(geo.encoding_distances(name, N, use_registry=True, d_model=16,
+        E = np.asarray(eg.encoding_distances(name, N, use_registry=True, d_model=16,
                                               num_heads=2))
-        X = geo.encoding_coordinates(name, N, **opts[name])
+        X = eg.encoding_coordinates(name, N, **opts[name])
         np.testing.assert_allclose(np.asarray(geo.dist_mds(X)), E, atol=1e-5)
         checked += 1
     assert checked >= 3
@@ -58,12 +59,12 @@ def test_registry_encodings_match_or_are_refused():
 
 def test_bad_options_are_value_errors():
     with pytest.raises(ValueError, match="random_u"):
-        geo.encoding_coordinates("rope", N, head_dim=8, mode="random_u")
+        eg.encoding_coordinates("rope", N, head_dim=8, mode="random_u")
     with pytest.raises(ValueError, match="even"):
-        geo.encoding_coordinates("sinusoidal", N, dim=7)
+        eg.encoding_coordinates("sinusoidal", N, dim=7)
     with pytest.raises(ValueError, match="bad options"):
-        geo.encoding_coordinates("alibi", N, head_dim=3)
+        eg.encoding_coordinates("alibi", N, head_dim=3)
     with pytest.raises(ValueError, match="positions"):
-        geo.encoding_coordinates("alibi", N, positions=np.arange(3))
+        eg.encoding_coordinates("alibi", N, positions=np.arange(3))
     with pytest.raises(ValueError, match="mean_slope"):
-        geo.encoding_coordinates("alibi", N, scale="mean_slope")
+        eg.encoding_coordinates("alibi", N, scale="mean_slope")
