@@ -24,7 +24,7 @@ __all__ = ["RUN", "TARGETS", "blocks", "render", "replace_blocks", "stale_blocks
 RUN = ROOT / "docs" / "ntk_run" / "ntk_checks.json"
 TARGETS = {"README.md": ("ntk-summary",),
            "docs/ntk.md": ("ntk-run", "ntk-results", "ntk-mutants", "ntk-robustness",
-                           "ntk-details")}
+                           "ntk-conjecture", "ntk-details")}
 _BLOCK = re.compile(r"(<!-- ntk:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- ntk:end (?P=name) -->)",
                     re.S)
 
@@ -59,7 +59,7 @@ def _summary(run: dict, results) -> str:
 
 def render(run: dict) -> dict[str, str]:
     """The text of every generated block, by name."""
-    from ntk.report import mutant_table, results_table, robustness_table
+    from ntk.report import conjecture_table, mutant_table, results_table, robustness_table
     results = [_Result(d) for d in run["results"]]
     la = run["load_average"]
     return {
@@ -73,6 +73,8 @@ def render(run: dict) -> dict[str, str]:
         "ntk-results": results_table(results) + "\n",
         "ntk-mutants": mutant_table(results) + "\n",
         "ntk-robustness": robustness_table(results) + "\n",
+        "ntk-conjecture": "".join(conjecture_table(r) + "\n" for r in results
+                                  if r.name == "monotonicity_conjecture") or "(not run)\n",
         "ntk-details": "".join(f"- **{r.name}** — {r.detail}\n" for r in results),
     }
 

@@ -11,7 +11,8 @@ import os
 
 import numpy as np
 
-__all__ = ["write_report", "results_table", "mutant_table", "robustness_table"]
+__all__ = ["write_report", "results_table", "mutant_table", "robustness_table",
+           "conjecture_table"]
 
 
 def _verdict(r) -> str:
@@ -79,6 +80,24 @@ def robustness_table(results) -> str:
     return "\n".join(rows)
 
 
+def conjecture_table(result) -> str:
+    """Markdown: per ridge, rho_H and both nulls with their corpus-bootstrap CIs, the CIs of the
+    differences, the winning tables and the ridge's verdict."""
+    st = result.data.get("statistics", {})
+    rows = ["| ridge | rho_H | rho_line | rho_other | H - line CI | H - other CI | lowest loss "
+            "(corpora) | verdict |", "|---|---|---|---|---|---|---|---|"]
+    f = lambda v, c: f"{v:.3f} [{c[0]:.3f}, {c[1]:.3f}]"                   # noqa: E731
+    for r, v in st.get("ridges", {}).items():
+        m, ci = v["mean"], v["ci"]
+        wins = ", ".join(f"{k} {n}" for k, n in v["winners"].items())
+        rows.append(f"| {r} | {f(m['rho_H'], ci['rho_H'])} | {f(m['rho_line'], ci['rho_line'])} "
+                    f"| {f(m['rho_other'], ci['rho_other'])} | [{ci['H_minus_line'][0]:.3f}, "
+                    f"{ci['H_minus_line'][1]:.3f}] | [{ci['H_minus_other'][0]:.3f}, "
+                    f"{ci['H_minus_other'][1]:.3f}] | {wins} | {v['verdict']} |")
+    verdict = result.data.get("conjecture_verdict", "-")
+    return "\n".join(rows) + f"\n\nOverall: **{verdict}** (statistic {result.statistic:.4g})."
+
+
 def _loglog(ax, widths, values, label, theory_slope=None):
     ax.loglog(widths, values, "o-", label=label)
     if theory_slope is not None:
@@ -133,6 +152,18 @@ def _plot(r, ax) -> None:
         ax.axhline(0.0, color="k", lw=0.5)
         ax.set_xlabel("width")
         ax.set_ylabel("rho(., d_H) - rho(., |dP|_2)")
+    elif name == "monotonicity_conjecture" and "statistics" in d:
+        ridges = d["statistics"]["ridges"]
+        x = np.arange(len(ridges))
+        for off, key, label in ((-0.1, "rho_H", "Hellinger"), (0.0, "rho_line", "|i - j| line"),
+                                (0.1, "rho_other", "other corpora")):
+            mean = [v["mean"][key] for v in ridges.values()]
+            lo = [v["mean"][key] - v["ci"][key][0] for v in ridges.values()]
+            hi = [v["ci"][key][1] - v["mean"][key] for v in ridges.values()]
+            ax.errorbar(x + off, mean, yerr=[lo, hi], fmt="o", capsize=3, label=label)
+        ax.set_xticks(x, [f"ridge {r}" for r in ridges], fontsize=7)
+        ax.axhline(0.0, color="k", lw=0.5)
+        ax.set_ylabel("Spearman(stress, loss) over tables")
     elif "widths" in d and "error" in d:
         _loglog(ax, d["widths"], d["error"], name, -0.5)
     else:
@@ -171,6 +202,9 @@ def write_report(results, out_dir: str, *, mode: str, wall_s: float) -> str:
              f"{robust.count('PASS')}/{len(results)} PASS over their grids in {wall_s:.0f} s.",
              "", results_table(results), "", "## Mutants", "", mutant_table(results), "",
              "## Robustness (one factor at a time)", "", robustness_table(results), ""]
+    for r in results:
+        if r.name == "monotonicity_conjecture" and "statistics" in r.data:
+            lines += ["## Conjecture: specificity per ridge", "", conjecture_table(r), ""]
     for r in results:
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8),
                                       gridspec_kw={"width_ratios": [1.1, 1]})
