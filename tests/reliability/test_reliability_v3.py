@@ -238,7 +238,7 @@ def _check_recompute_generation(name, options, new=2):
 @pytest.mark.parametrize("name, options", [("cape", {"center": True}),
                                            ("rope_ntk", {"dynamic": True, "factor": 4.0,
                                                          "original_max_len": 4}),
-                                           ("cpe", {})])
+                                           pytest.param("cpe", {}, marks=pytest.mark.slow)])
 def test_r6_generate_without_cache_equals_plain_forward(name, options):
     _check_recompute_generation(name, options)
 
