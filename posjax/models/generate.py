@@ -139,6 +139,11 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
         raise ValueError(f"prompt must hold integer token ids, got dtype {prompt.dtype}")
     if not (math.isfinite(temperature) and temperature >= 0):
         raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+    if 0 < temperature < np.finfo(np.float32).tiny:  # float32 flushes it: logits / T = inf
+        raise ValueError(f"temperature {temperature} is below the smallest normal float32 "
+                         f"({np.finfo(np.float32).tiny:.3g}); use temperature=0 for greedy")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))):
+        raise ValueError(f"top_k must be an integer or None, got {top_k!r}")
     if top_k is not None and not 1 <= top_k <= cfg.vocab_size:
         raise ValueError(f"top_k must be in [1, vocab_size={cfg.vocab_size}], got {top_k}")
     greedy = temperature == 0

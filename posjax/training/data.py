@@ -81,8 +81,14 @@ def pack_sequences(sequences, length: int, *, labels=None, pad_id: int = 0
                              f"{length} tokens")
         if not np.issubdtype(s.dtype, np.integer):
             raise ValueError(f"sequence {i} holds {s.dtype}, not integer token ids")
+        if s.min() < 0 or s.max() > np.iinfo(np.int32).max:  # int32 rows would wrap them
+            raise ValueError(f"sequence {i} holds token ids in [{s.min()}, {s.max()}], outside "
+                             f"[0, 2^31 - 1]")
     if labels is not None and len(labels) != len(seqs):
         raise ValueError(f"{len(labels)} labels for {len(seqs)} sequences")
+    if labels is not None and not np.issubdtype(np.asarray(labels).dtype, np.integer):
+        raise ValueError(f"pack_sequences needs integer labels (class ids), got "
+                         f"{np.asarray(labels).dtype}")
     rows: list[list[int]] = []  # sequence indices per row
     room: list[int] = []
     for i, s in enumerate(seqs):

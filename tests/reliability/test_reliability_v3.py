@@ -238,7 +238,7 @@ def _check_recompute_generation(name, options, new=2):
 @pytest.mark.parametrize("name, options", [("cape", {"center": True}),
                                            ("rope_ntk", {"dynamic": True, "factor": 4.0,
                                                          "original_max_len": 4}),
-                                           ("cpe", {})])
+                                           pytest.param("cpe", {}, marks=pytest.mark.slow)])
 def test_r6_generate_without_cache_equals_plain_forward(name, options):
     _check_recompute_generation(name, options)
 
@@ -325,3 +325,20 @@ def test_r4_changed_module_attribute_refuses_resume(tmp_path):
             _tiny.run(str(tmp_path), m=changed, steps=2, log_every=1)
     # the same module resumes (nothing else in the record changed)
     _tiny.run(str(tmp_path), steps=2, log_every=1)
+
+
+# --- R12 (part): generate and pack_sequences arguments -----------------------------------------
+def test_r12_generate_and_packing_arguments():
+    from posjax.models import generate
+    from posjax.training import pack_sequences
+
+    m = _lm(False)
+    prompt = jnp.asarray([[1, 2]], jnp.int32)
+    with pytest.raises(ValueError, match="top_k must be an integer or None, got 2.5"):
+        generate(m, prompt, max_new_tokens=1, temperature=1.0, top_k=2.5, rng=jax.random.key(0))
+    with pytest.raises(ValueError, match="temperature 1e-45 is below the smallest normal"):
+        generate(m, prompt, max_new_tokens=1, temperature=1e-45, rng=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"sequence 1 holds token ids in \[5, 4294967301\]"):
+        pack_sequences([np.array([1, 2]), np.array([2 ** 32 + 5, 5], np.int64)], 4)
+    with pytest.raises(ValueError, match="needs integer labels"):
+        pack_sequences([np.array([1, 2]), np.array([3])], 4, labels=["pos", "neg"])
