@@ -156,10 +156,9 @@ def rope_tables(positions: jax.Array | np.ndarray, frequencies: jax.Array | np.n
     frequencies give a float64 NumPy table, computed once per (positions, frequencies, dtype)
     and rounded to ``dtype``: inside ``jit`` it is a constant, so the step computes no angle.
     Any other positions (traced, ``[B, T]`` of packed rows or decoding) go through
-    :func:`rope_angles` (exact to float64 in float32) and one cos/sin, which an optimization
-    barrier keeps as one ``[..., n]`` table: without it XLA fuses the angle reduction into
-    every consumer and recomputes it per element of q and k (``B T H d`` instead of ``B T d/2``),
-    in the forward and again in the backward pass.
+    :func:`rope_angles` (exact to float64 in float32) and one cos/sin in the traced program.
+    (XLA:CPU still fuses that computation into each consumer, i.e. recomputes it per layer and
+    for q and k, also behind ``jax.lax.optimization_barrier``; measured in docs/results.md.)
 
     Args:
       positions: ``[...]`` positions.
@@ -176,7 +175,7 @@ def rope_tables(positions: jax.Array | np.ndarray, frequencies: jax.Array | np.n
         return _host_tables(pos.tobytes(), pos.shape, pos.dtype.str, theta.tobytes(),
                             jnp.dtype(dtype).name)
     angles = rope_angles(positions, frequencies, dtype=dtype)
-    return jax.lax.optimization_barrier((jnp.cos(angles), jnp.sin(angles)))
+    return jnp.cos(angles), jnp.sin(angles)
 
 
 def rope_table_pair(q_pos, k_pos, frequencies) -> tuple[tuple, tuple]:
