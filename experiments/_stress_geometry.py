@@ -291,7 +291,7 @@ def summarise_sensitivity(cells: dict[tuple, list[dict]]) -> list[dict[str, Any]
 
 # The toy table of docs/interpretations.md (a derived toy, not from the paper): optimal-scale
 # stress, three-regime mixture, V = 2000, n = 128.
-SPEC_TOY = {
+INTERPRETATIONS_TOY_STRESS = {
     None: {"mds": (0.087, 0.0001, 0.0), "alibi": 0.044, "sinusoidal": 0.135, "rope": 0.140},
     100000: {"mds": (0.095, 0.002, 0.002), "alibi": 0.049, "sinusoidal": 0.115, "rope": 0.120},
     10000: {"mds": (0.157, 0.039, 0.037), "alibi": 0.088, "sinusoidal": 0.056, "rope": 0.059},

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._stress_geometry import SPEC_TOY
+from experiments._stress_geometry import INTERPRETATIONS_TOY_STRESS
 from experiments._stress_matrix_free import geometry_paragraph
 from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std
 from experiments.common import verdict as ci_verdict
@@ -376,7 +376,7 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
            f"{'not computed'} (they need the n x n matrix)."
            if res["sensitivity"].get("geometry") == "matrix_free" else ""),
         "",
-        sensitivity_table(sens_rows, SPEC_TOY),
+        sensitivity_table(sens_rows, INTERPRETATIONS_TOY_STRESS),
         "",
         "## The paper's claims",
         "",

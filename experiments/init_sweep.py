@@ -3,8 +3,8 @@
     python -m experiments.init_sweep [--preset quick|gpu|paper] [--seeds N] [--out DIR]
         [--set key=value ...]     (e.g. --set optimizer=sgd learning_rate=0.03 sigmas=0.1,1.0)
 
-Trains the Paper B model (post-LN encoder, 1 head, the PE re-added at every block with its own
-table, read-out from the last token) with a learned PE initialised N(0, σ²) for each σ, and with
+Trains the model of the learned-PE initialisation study (arXiv 2406.08272: post-LN encoder, 1 head,
+the PE re-added at every block with its own table, read-out from the last token) with a learned PE initialised N(0, σ²) for each σ, and with
 fixed PEs (none, 1-D sinusoid, 2-D sinusoid, axial 2-D RoPE, fixed random). Every σ and seed of
 the learned PE is one member of a single ensemble (σ only changes the initialisation, so they
 share one compiled step, :func:`posjax.training.train_ensemble`); each fixed PE is an ensemble of

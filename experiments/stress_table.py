@@ -351,7 +351,8 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                                             for pe, s in e4.items()},
                "bayes_accuracy": ceiling},
         "sensitivity": {"rows": sens_rows, "geometry": G.geometry_path(cfg, cfg.sens_positions),
-                        "spec_toy": {str(k): v for k, v in G.SPEC_TOY.items()}},
+                        "spec_toy": {str(k): v for k, v in
+                                     G.INTERPRETATIONS_TOY_STRESS.items()}},
         "claims": claim_list, "timing_s": timing, "files": files,
     }
     write_json(os.path.join(out_dir, "results.json"), results)

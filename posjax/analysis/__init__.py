@@ -1,5 +1,6 @@
-"""Analysis tools: head ablation, PE similarity, plots (imported lazily by name)."""
-import importlib
+"""Analysis tools: head ablation, PE similarity, the PE -> geometry bridge
+(:mod:`posjax.analysis.encoding_geometry`); imported lazily by name."""
+from posjax import lazy_member
 
 _LAZY = {
     "head_ablation": "posjax.analysis.ablation",
@@ -9,9 +10,4 @@ _LAZY = {
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    try:
-        return importlib.import_module(f"posjax.analysis.{name}")
-    except ModuleNotFoundError:
-        raise AttributeError(f"module 'posjax.analysis' has no attribute '{name}'") from None
+    return lazy_member("posjax.analysis", name, _LAZY)

@@ -82,8 +82,7 @@ def dist_sinusoidal(num_positions: int, dim: int = 768, base: float = 10000.0, *
     check_positions(num_positions, positions)
     _check_sinusoidal(dim, freq_spacing)
     w = sinusoidal_frequencies(dim, float(base), freq_spacing=freq_spacing, dtype=_float())
-    return orbit_distances(num_positions, w, jnp.ones((1, w.shape[0]), w.dtype),
-                           positions=positions)
+    return orbit_distances(num_positions, w, positions=positions)
 
 
 def dist_rope(num_positions: int, head_dim: int = 64, base: float = 10000.0, *,

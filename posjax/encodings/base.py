@@ -1,4 +1,4 @@
-"""The positional-encoding contract: one base module, five hooks, one context.
+"""The positional-encoding contract: one base module, six hooks, one context.
 
 Every PE in posjax is a :class:`PositionalEncoding` (a thin ``flax.nnx`` module around pure
 functions) that acts on the model through one or more hooks, always with explicit integer (or
@@ -180,7 +180,7 @@ class PositionalEncoding(nnx.Module):
         """Logit scale used with this PE (1/sqrt(d_h) unless the PE says otherwise)."""
         return float(head_dim) ** -0.5
 
-    # --- the three hooks -------------------------------------------------------------------
+    # --- the six hooks -------------------------------------------------------------------
     def embed(self, x: jax.Array, positions: jax.Array, *, deterministic: bool = True,
               rngs: nnx.Rngs | None = None) -> jax.Array:
         """Additive hook: ``x [B, T, d] -> x + p(positions)``. Identity by default."""

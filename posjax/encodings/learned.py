@@ -45,7 +45,7 @@ class LearnedOptions:
     """Options of the learned absolute PE (arXiv 1706.03762, Sec. 3.5).
 
     ``num_positions`` defaults to the model's ``max_len``. ``per_layer=True`` gives every block
-    its own table (Paper B, with the model's ``pe_every_layer``).
+    its own table (arXiv 2406.08272, with the model's ``pe_every_layer``).
     """
 
     init: str = "normal"

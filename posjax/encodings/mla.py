@@ -66,7 +66,7 @@ class MLAOptions:
     Attributes:
       rope_dim: d_R, width of the rotary path per head (default 16).
       base: RoPE base of the rotary path.
-      interleaved: RoPE pairing of the rotary path (Paper A: interleaved).
+      interleaved: RoPE pairing of the rotary path (arXiv 2505.13027: interleaved).
       shared_query_rope: one q_R for all heads (the original code, part of ``faithful_mla``)
         instead of DeepSeek's per-head q_R (standard default).
     """

@@ -91,7 +91,7 @@ def _layer_norm(T, scale, bias, eps):
     return (T - mu) / jnp.sqrt(var + eps) * scale + bias
 
 
-def orbit_distances(num_positions: int, frequencies: Any, weights: Any, *,
+def orbit_distances(num_positions: int, frequencies: Any, weights: Any = None, *,
                     positions: Any = None) -> jax.Array:
     """Distances on a torus orbit: ``E_ij = mean_s sqrt(sum_k c_sk 4 sin^2((p_j - p_i) w_k / 2))``.
 
@@ -105,7 +105,7 @@ def orbit_distances(num_positions: int, frequencies: Any, weights: Any, *,
       num_positions: ``n``.
       frequencies: ``[K]`` angular frequencies ``w_k``.
       weights: ``[S, K]`` non-negative energies per plane; the distances of the ``S`` rows are
-        averaged.
+        averaged. None: one row of ones (the sinusoidal table).
       positions: optional ``[n]`` positions (default ``0..n-1``).
 
     Returns:
@@ -113,11 +113,21 @@ def orbit_distances(num_positions: int, frequencies: Any, weights: Any, *,
     """
     pos = check_positions(num_positions, positions)
     w = jnp.asarray(frequencies)
+    if weights is None:
+        if w.ndim != 1:
+            raise ValueError(f"orbit_distances needs frequencies [K], got shape {w.shape}")
+        return _unit_orbit(pos, w, n=num_positions)
     c = jnp.asarray(weights, w.dtype)
     if w.ndim != 1 or c.ndim != 2 or c.shape[1] != w.shape[0]:
         raise ValueError(f"orbit_distances needs frequencies [K] and weights [S, K], got shapes "
                          f"{w.shape} and {c.shape}")
     return _orbit(pos, w, c, n=num_positions)
+
+
+@functools.partial(jax.jit, static_argnames=("n",))
+def _unit_orbit(pos, w, *, n):
+    return offset_distances(n, pos, lambda d: jnp.sqrt(
+        jnp.sum(4.0 * jnp.square(jnp.sin(d[:, None] * w / 2.0)), axis=-1)))
 
 
 @functools.partial(jax.jit, static_argnames=("n",))

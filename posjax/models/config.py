@@ -73,9 +73,9 @@ class TransformerConfig:
         float32: the GEMM then runs at TF32 or full-float32 rate on a GPU, about 20% of a
         bf16 BERT-base training step on an H200). Classifier heads always run in float32.
       activation: MLP nonlinearity; ``mlp_trailing_activation`` adds one after the output
-        projection (Paper B's companion code).
+        projection (the companion code of the learned-PE initialisation study, arXiv 2406.08272).
       pe_every_layer: add an embed PE at the input of every block instead of once; each block
-        gets its own copy of the PE unless ``share_pe_across_layers`` (Paper B, arXiv 2406.08272).
+        gets its own copy of the PE unless ``share_pe_across_layers`` (the learned-PE initialisation study, arXiv 2406.08272).
       embed_init_std: std of the token embedding init (0.02 BERT; 1.0 PyTorch default).
       input_dim: if set, inputs are float features ``[B, T, input_dim]`` embedded by a Linear
         layer instead of token ids.

@@ -1,4 +1,4 @@
-"""2-D PEs (sinusoidal2d, rope2d_axial, random_fixed) and the Paper B model configuration."""
+"""2-D PEs (sinusoidal2d, rope2d_axial, random_fixed) and the model configuration of arXiv 2406.08272."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""Paper A's PE variants: rope_plus_abs, MLA-style decoupled RoPE, partial-head RoPE."""
+"""The PE variants of arXiv 2505.13027 (additive vs multiplicative): rope_plus_abs, MLA-style decoupled RoPE, partial-head RoPE."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""Smoke tests of the Paper B experiments (tiny configurations; full CLIs are marked slow)."""
+"""Smoke tests of the learned-PE initialisation experiments (arXiv 2406.08272) (tiny configurations; full CLIs are marked slow)."""
 import dataclasses
 import json
 import os
