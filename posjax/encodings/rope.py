@@ -263,7 +263,7 @@ class RoPEOptions:
     """Options of RoPE (arXiv 2104.09864).
 
     ``interleaved=False`` (half-split, the LLaMA/HF convention) is the standard default;
-    ``interleaved=True`` is RoFormer's and Paper A's. ``num_rotary_heads`` rotates only the first
+    ``interleaved=True`` is RoFormer's and that of arXiv 2505.13027. ``num_rotary_heads`` rotates only the first
     k heads (partial-head RoPE of arXiv 2505.13027); None rotates all.
     """
 
