@@ -536,7 +536,8 @@ def lemma4_attention(cfg) -> CheckResult:
     negative = outcome(inv_b, C1_FLOOR, inv_b >= C1_FLOOR,
                        f"bottleneck width {acfg.bottleneck_width} < V - 1 = "
                        f"{acfg.vocab_size - 1}: c1/c2")
-    ratio = [float(np.mean([c2 / c1 for c1, c2 in cs[w]])) for w in acfg.widths]
+    ratio = [float(np.mean([c2 / c1 if c1 > 0 else np.inf for c1, c2 in cs[w]]))
+             for w in acfg.widths]
     contain = [float(np.mean([_containment(r, P, *c) for r, c in zip(sweep["runs"][w], cs[w])]))
                for w in acfg.widths]
     detail = (f"attention model, c2/c1 of the own-position J_p^T on the "

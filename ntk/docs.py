@@ -48,6 +48,18 @@ def _summary(run: dict, results) -> str:
                      f"{r.threshold:.4g}); neural-tangents functions whose poison flips it: "
                      f"{flips}")
     verdicts = [r.data.get("robust_verdict") for r in results]
+    if not run.get("mutants", True):
+        head = (f"- **NTK checks (arXiv 2604.05217, Appendix A)**, `python -m ntk --quick "
+                f"--no-mutants` ({run['wall_s'] / 60:.1f} min at load "
+                f"{run['load_average']['end_5min']:.2f}): {verdicts.count('PASS')} PASS, "
+                f"{verdicts.count('FAIL')} FAIL of {len(results)} at their default settings. "
+                f"This committed run did not run the mutation harness: verdicts over the "
+                f"nuisance grid and the functions whose poison flips them come from "
+                f"`python -m ntk --quick` ([docs/ntk.md](docs/ntk.md)):")
+        return "\n".join([head] + [f"  - `{r.name}` ({r.data.get('kind')}): "
+                                   f"{'PASS' if r.passed else 'FAIL'} at the default (statistic "
+                                   f"{r.statistic:.4g} vs {r.threshold:.4g})"
+                                   for r in results]) + "\n"
     head = (f"- **NTK checks (arXiv 2604.05217, Appendix A)**, `python -m ntk --quick` "
             f"({run['wall_s'] / 60:.1f} min at load {run['load_average']['end_5min']:.2f}): "
             f"{verdicts.count('PASS')} PASS, {verdicts.count('FAIL')} FAIL, "
@@ -64,7 +76,8 @@ def render(run: dict) -> dict[str, str]:
     la = run["load_average"]
     return {
         "ntk-summary": _summary(run, results),
-        "ntk-run": (f"`python -m ntk --{run['mode']} --out docs/ntk_run`: "
+        "ntk-run": (f"`python -m ntk --{run['mode']}"
+                    f"{'' if run.get('mutants', True) else ' --no-mutants'} --out docs/ntk_run`: "
                     f"{run['wall_s']:.0f} s wall on 2 CPU cores, load average "
                     f"{la['start_1min']:.2f} at the start and {la['end_5min']:.2f} over the last "
                     f"5 minutes; jax {run['versions'].get('jax')}, neural-tangents "
