@@ -18,7 +18,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_TOL = 1e-5
-GEOM_TOL = 2e-6
+# float32 sums over 4 fake devices: the all-reduce order is not fixed, so a few ulps of the
+# O(1) distances (2.5e-6 measured for split halves on a loaded 2-core machine) are expected.
+GEOM_TOL = 4e-6
 
 
 # --- the subprocess -----------------------------------------------------------------------------
