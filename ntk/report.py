@@ -80,6 +80,13 @@ def robustness_table(results) -> str:
     return "\n".join(rows)
 
 
+def _ridges(stats: dict) -> dict:
+    """``{ridge: {"mean", "ci", "winners", "verdict", ...}}`` from the check's statistics (stored
+    per ridge, or under ``"ridges"`` as :func:`ntk.conjecture.conjecture_statistics` returns)."""
+    inner = stats.get("ridges", stats)
+    return {k: v for k, v in inner.items() if isinstance(v, dict) and "mean" in v}
+
+
 def conjecture_table(result) -> str:
     """Markdown: per ridge, rho_H and both nulls with their corpus-bootstrap CIs, the CIs of the
     differences, the winning tables and the ridge's verdict."""
@@ -87,7 +94,7 @@ def conjecture_table(result) -> str:
     rows = ["| ridge | rho_H | rho_line | rho_other | H - line CI | H - other CI | lowest loss "
             "(corpora) | verdict |", "|---|---|---|---|---|---|---|---|"]
     f = lambda v, c: f"{v:.3f} [{c[0]:.3f}, {c[1]:.3f}]"                   # noqa: E731
-    for r, v in st.get("ridges", {}).items():
+    for r, v in _ridges(st).items():
         m, ci = v["mean"], v["ci"]
         wins = ", ".join(f"{k} {n}" for k, n in v["winners"].items())
         rows.append(f"| {r} | {f(m['rho_H'], ci['rho_H'])} | {f(m['rho_line'], ci['rho_line'])} "
@@ -152,8 +159,8 @@ def _plot(r, ax) -> None:
         ax.axhline(0.0, color="k", lw=0.5)
         ax.set_xlabel("width")
         ax.set_ylabel("rho(., d_H) - rho(., |dP|_2)")
-    elif name == "monotonicity_conjecture" and "statistics" in d:
-        ridges = d["statistics"]["ridges"]
+    elif name == "monotonicity_conjecture" and _ridges(d.get("statistics", {})):
+        ridges = _ridges(d["statistics"])
         x = np.arange(len(ridges))
         for off, key, label in ((-0.1, "rho_H", "Hellinger"), (0.0, "rho_line", "|i - j| line"),
                                 (0.1, "rho_other", "other corpora")):
