@@ -318,7 +318,7 @@ def _run_one(acfg: AttentionLemmaConfig, corpus: dict, width: int, seed: int, *,
     return run
 
 
-@cached_with_calls(maxsize=4)
+@cached_with_calls(maxsize=8)
 def attention_sweep(acfg: AttentionLemmaConfig) -> dict:
     """Exact vs linearised training and the positional NTK per width and seed.
 

@@ -19,6 +19,11 @@ def _verdict(r) -> str:
     return "PASS" if r.passed else "FAIL"
 
 
+def _as_float(x) -> float:
+    """A statistic as stored in the JSON (non-finite values are written as "inf", "-inf", "nan")."""
+    return float(x)
+
+
 def _g(x) -> str:
     return f"{x:.4g}" if isinstance(x, (int, float)) else str(x)
 
@@ -63,7 +68,7 @@ def mutant_table(results) -> str:
             elif "skipped" in row:
                 cells.append("= (not called)")
             else:
-                cells.append(f"{row['statistic']:.3g} {'PASS' if row['passed'] else 'FAIL'}")
+                cells.append(f"{_as_float(row['statistic']):.3g} {'PASS' if row['passed'] else 'FAIL'}")
         rows.append(f"| {r.name} | {r.statistic:.3g} {_verdict(r)} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -73,7 +78,7 @@ def robustness_table(results) -> str:
     rows = ["| check | setting | statistic | verdict |", "|---|---|---|---|"]
     for r in results:
         for setting, row in r.data.get("robustness", {}).items():
-            rows.append(f"| {r.name} | {setting} | {row['statistic']:.4g} | {row['verdict']} |")
+            rows.append(f"| {r.name} | {setting} | {_as_float(row['statistic']):.4g} | {row['verdict']} |")
         flips = r.data.get("fragile_settings", [])
         rows.append(f"| {r.name} | **over the grid** | | **{r.data.get('robust_verdict', '-')}**"
                     + (f" (flipped by {', '.join(flips)})" if flips else "") + " |")
