@@ -24,7 +24,7 @@ demo: $(STAMP)
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true
 
 test: $(STAMP)
-	XLA_FLAGS="$${XLA_FLAGS:-$(TEST_XLA_FLAGS)}" $(UV) run --frozen pytest -q -n 2
+	XLA_FLAGS="$${XLA_FLAGS:-$(TEST_XLA_FLAGS)}" $(UV) run --frozen pytest -q -n 2 --dist loadfile
 
 test-all: $(STAMP)
 	$(UV) run --frozen pytest -q -m "not gpu"
