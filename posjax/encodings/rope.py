@@ -135,6 +135,11 @@ def rope_angles(positions: jax.Array, frequencies: jax.Array | np.ndarray, *,
     return total
 
 
+# Largest host table (entries of cos, and of sin) that traced positions gather from; a longer
+# one would be embedded in every compiled program as a large constant.
+_MAX_GATHER_TABLE = 1 << 21
+
+
 @functools.lru_cache(maxsize=32)
 def _host_tables(pos_bytes: bytes, pos_shape: tuple[int, ...], pos_dtype: str, theta_bytes: bytes,
                  dtype: str) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +154,7 @@ def _host_tables(pos_bytes: bytes, pos_shape: tuple[int, ...], pos_dtype: str, t
 
 
 def rope_tables(positions: jax.Array | np.ndarray, frequencies: jax.Array | np.ndarray, *,
-                dtype=jnp.float32) -> tuple[jax.Array, jax.Array]:
+                dtype=jnp.float32, table_len: int | None = None) -> tuple[jax.Array, jax.Array]:
     """``(cos, sin)`` of the angles ``positions[..., None] * frequencies``, each ``[..., n]``.
 
     Host positions (a NumPy array, e.g. a model's default ``arange(T)``) with concrete
@@ -157,13 +162,20 @@ def rope_tables(positions: jax.Array | np.ndarray, frequencies: jax.Array | np.n
     and rounded to ``dtype``: inside ``jit`` it is a constant, so the step computes no angle.
     Any other positions (traced, ``[B, T]`` of packed rows or decoding) go through
     :func:`rope_angles` (exact to float64 in float32) and one cos/sin in the traced program.
-    (XLA:CPU still fuses that computation into each consumer, i.e. recomputes it per layer and
-    for q and k, also behind ``jax.lax.optimization_barrier``; measured in docs/results.md.)
+    (XLA:CPU fuses that computation into each consumer, i.e. recomputes it per layer and for q
+    and k, also behind ``jax.lax.optimization_barrier``; measured in docs/results.md.) With
+    ``table_len`` and concrete frequencies, traced *integer* positions instead gather rows of
+    the float64 host table of ``arange(table_len)`` when every position lies in
+    ``[0, table_len)`` (a ``lax.cond`` at run time; otherwise the angles are computed as
+    above), so a packed or decoding step costs one gather instead of the angle reduction
+    (tables above 2^21 entries are not built: the angles are computed).
 
     Args:
       positions: ``[...]`` positions.
       frequencies: ``[n]`` angular frequencies (NumPy float64 for float64 accuracy).
       dtype: float32, or float64 (x64 mode).
+      table_len: optional length of the host table that traced integer positions gather from
+        (e.g. the model's ``max_len``); None computes their angles.
 
     Returns:
       ``cos, sin`` ``[..., n]`` in ``dtype``.
@@ -174,17 +186,35 @@ def rope_tables(positions: jax.Array | np.ndarray, frequencies: jax.Array | np.n
         theta = np.ascontiguousarray(np.asarray(frequencies, np.float64))
         return _host_tables(pos.tobytes(), pos.shape, pos.dtype.str, theta.tobytes(),
                             jnp.dtype(dtype).name)
-    angles = rope_angles(positions, frequencies, dtype=dtype)
-    return jnp.cos(angles), jnp.sin(angles)
+
+    def computed(p):
+        angles = rope_angles(p, frequencies, dtype=dtype)
+        return jnp.cos(angles), jnp.sin(angles)
+
+    positions = jnp.asarray(positions)
+    if table_len is not None and table_len < 1:
+        raise ValueError(f"rope_tables: table_len must be positive, got {table_len}")
+    if (table_len is None or not host_theta or not jnp.issubdtype(positions.dtype, jnp.integer)
+            or table_len * np.size(frequencies) > _MAX_GATHER_TABLE):
+        return computed(positions)
+    cos_t, sin_t = rope_tables(np.arange(int(table_len), dtype=np.int32), frequencies, dtype=dtype)
+
+    def gathered(p):
+        return jnp.take(cos_t, p, axis=0), jnp.take(sin_t, p, axis=0)
+
+    inside = jnp.all((positions >= 0) & (positions < table_len))
+    return jax.lax.cond(inside, gathered, computed, positions)
 
 
-def rope_table_pair(q_pos, k_pos, frequencies) -> tuple[tuple, tuple]:
+def rope_table_pair(q_pos, k_pos, frequencies, *, table_len: int | None = None
+                    ) -> tuple[tuple, tuple]:
     """``(q_tables, k_tables)``: the :func:`rope_tables` of query and key positions (one table
     when ``k_pos is q_pos``), in float32 (float64 under x64): what a rotary PE's ``prepare``
-    returns."""
+    returns. ``table_len``: see :func:`rope_tables`."""
     dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
-    q_tables = rope_tables(q_pos, frequencies, dtype=dtype)
-    return q_tables, (q_tables if k_pos is q_pos else rope_tables(k_pos, frequencies, dtype=dtype))
+    q_tables = rope_tables(q_pos, frequencies, dtype=dtype, table_len=table_len)
+    return q_tables, (q_tables if k_pos is q_pos else
+                      rope_tables(k_pos, frequencies, dtype=dtype, table_len=table_len))
 
 
 def rotate_pairs_by(x: jax.Array, cos: jax.Array, sin: jax.Array, *, interleaved: bool
@@ -317,7 +347,7 @@ class RoPE(PositionalEncoding):
         scale = getattr(self, "position_scale", 1.0)
         if not (isinstance(scale, (int, float)) and scale == 1):
             theta = theta * scale  # p (s theta): the angles stay exact
-        return rope_table_pair(q_pos, k_pos, theta)
+        return rope_table_pair(q_pos, k_pos, theta, table_len=self.ctx.max_len)
 
     def _apply_tables(self, x: jax.Array, tables: tuple[jax.Array, jax.Array]) -> jax.Array:
         o = self.options
