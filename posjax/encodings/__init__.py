@@ -5,7 +5,8 @@
 >>> rope = pe.make("rope", head_dim=64, base=10000.0)
 """
 from posjax.encodings.base import PEContext, PositionalEncoding, batch_positions, check_table_length
-from posjax.encodings.registry import PEInfo, build_options, info, make, names, register
+from posjax.encodings.registry import (PEInfo, aliases, build_options, canonical_name, info,
+                                       make, names, register, register_alias)
 
 # Importing a family module registers it.
 from posjax.encodings.nope import NoPE
@@ -81,10 +82,12 @@ from posjax.encodings.polar_pope import PolarPoPE, polar_embed, polar_frequencie
 from posjax.encodings.liere import LieRE, lie_rotate, rope_generator, skew
 from posjax.encodings.comrope import ComRoPE
 from posjax.encodings.string import String, cayley
+from posjax.encodings.string_shift import StringShift, string_shift_distances
 
 __all__ += ["FoPE", "apply_fope", "fope_frequencies", "DynamicPositionBias", "dpb_offsets",
             "PolarPoPE", "polar_embed", "polar_frequencies", "LieRE", "lie_rotate",
-            "rope_generator", "skew", "ComRoPE", "String", "cayley"]
+            "rope_generator", "skew", "ComRoPE", "String", "cayley", "StringShift",
+            "string_shift_distances", "aliases", "canonical_name", "register_alias"]
 from posjax.encodings.spans import span_sums
 from posjax.encodings.fox import Fox, fox_bias, fox_log_gates
 from posjax.encodings.cope import Cope, cope_bias, cope_positions
