@@ -60,6 +60,7 @@ FULL_PES = QUICK_PES + NEW_PES + ("cape", "hype", "gridpe", "tupe", "cpe", "lape
                         "positional_attention", "rope_plus_abs", "mla", "random_fixed")
 # Registered PEs this experiment does not run, and why (every other registered PE is in FULL_PES).
 EXCLUDED_PES = {
+    "mrope_yarn": "on 1-D text it is rope_yarn (tested), which the reference rows already train",
     "string_shift": "an inference-time remapping of a trained RoPE model's distances (arXiv "
                     "2410.18745); training with it from scratch is not the method",
     "mds": "its table is built from a corpus's positional geometry; the algorithmic tasks give "

@@ -72,10 +72,15 @@ __all__ += ["LongRoPE", "RoPEProportional", "index_ramp_frequencies", "longrope_
 # PEs of 2022-2025 (one module per PE).
 from posjax.encodings.sandwich import Sandwich, sandwich_bias, sandwich_ratios
 from posjax.encodings.p_rope import PRoPE, p_rope_frequencies, p_rope_pairs
-from posjax.encodings.mrope import MRoPE, apply_mrope, mrope_angles, mrope_sections
+from posjax.encodings.mrope import (MRoPE, MRoPEYarn, apply_mrope, mrope_angles,
+                                    mrope_components, mrope_sections)
+from posjax.encodings.mrope_layout import (mrope_positions, mrope_positions_from_tokens,
+                                           split_video_frames)
 
 __all__ += ["Sandwich", "sandwich_bias", "sandwich_ratios", "PRoPE", "p_rope_frequencies",
-            "p_rope_pairs", "MRoPE", "apply_mrope", "mrope_angles", "mrope_sections"]
+            "p_rope_pairs", "MRoPE", "apply_mrope", "mrope_angles", "mrope_sections",
+            "MRoPEYarn", "mrope_components", "mrope_positions", "mrope_positions_from_tokens",
+            "split_video_frames"]
 from posjax.encodings.fope import FoPE, apply_fope, fope_frequencies
 from posjax.encodings.dynamic_position_bias import DynamicPositionBias, dpb_offsets
 from posjax.encodings.polar_pope import PolarPoPE, polar_embed, polar_frequencies
