@@ -18,6 +18,7 @@ original_max_position_embeddings``), so a published block survives import -> exp
 | ``longrope`` | longrope | short_factor, long_factor, original_max_position_embeddings; factor, attention_factor when set |
 | ``rope_llama3`` | llama3 | factor, low_freq_factor, high_freq_factor, original_max_position_embeddings |
 | ``rope_proportional`` | proportional | partial_rotary_factor = proportion; factor when != 1 |
+| ``mrope`` / ``mrope_yarn`` | default / yarn | those of rope / rope_yarn plus mrope_section (and mrope_interleaved: true for Qwen3-VL's layout) |
 
 PEs with no HF ``rope_type`` (static NTK, YaRN's ratio ramp, interleaved pairs, partial-head
 RoPE, any non-RoPE PE) raise ValueError naming the option.
@@ -43,6 +44,24 @@ OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
                     "high_freq_factor": 4.0, "original_max_len": 8192},
     "rope_proportional": {**_ROPE, "factor": 1.0, "proportion": 1.0},
 }
+_MROPE = {**_ROPE, "sections": None, "section_layout": "block"}
+OPTION_DEFAULTS.update({
+    "mrope": dict(_MROPE),
+    "mrope_yarn": {**_MROPE, "factor": 2.0, "original_max_len": None, "alpha": 1.0, "beta": 32.0,
+                   "truncate": True, "attention_factor": None},
+})
+
+
+def _mrope_sections(o: dict[str, Any], head_dim: int | None) -> list[int]:
+    """The (t, h, w) pair counts, defaulted as posjax's mrope_sections does."""
+    if o["sections"] is not None:
+        return [int(v) for v in o["sections"]]
+    if head_dim is None:
+        raise ValueError("M-RoPE with sections=None (the default split) needs head_dim= to "
+                         "write mrope_section")
+    pairs = 2 * int(o["rotary_fraction"] * head_dim // 2) // 2
+    hw = (3 * pairs) // 8 if o["section_layout"] == "block" else (5 * pairs) // 16
+    return [pairs - 2 * hw, hw, hw]
 
 
 def _num(v):
@@ -51,7 +70,8 @@ def _num(v):
 
 
 def to_hf_rope_config(pe_name: str, options: Mapping[str, Any] | Any | None = None, *,
-                      max_position_embeddings: int | None = None) -> dict[str, Any]:
+                      max_position_embeddings: int | None = None,
+                      head_dim: int | None = None) -> dict[str, Any]:
     """The Hugging Face config fields of the posjax rotary PE ``pe_name`` with ``options``.
 
     Args:
@@ -60,6 +80,7 @@ def to_hf_rope_config(pe_name: str, options: Mapping[str, Any] | Any | None = No
         dataclass itself, e.g. ``pe.options``).
       max_position_embeddings: the model's length, written to the config (and used as the
         original length where the options leave it to the model's ``max_len``).
+      head_dim: the attention head dim (only needed for M-RoPE's default sections).
 
     Returns:
       ``{"rope_parameters": {...}}`` plus ``"max_position_embeddings"`` when it is known; merge
@@ -79,6 +100,14 @@ def to_hf_rope_config(pe_name: str, options: Mapping[str, Any] | Any | None = No
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for PE {pe_name!r}")
     o = {**OPTION_DEFAULTS[pe_name], **given}
+    if pe_name in ("mrope", "mrope_yarn"):  # the 1-D block plus HF's mrope keys
+        one_d = {k: v for k, v in o.items() if k not in ("sections", "section_layout")}
+        out = to_hf_rope_config("rope" if pe_name == "mrope" else "rope_yarn", one_d,
+                                max_position_embeddings=max_position_embeddings)
+        out["rope_parameters"]["mrope_section"] = _mrope_sections(o, head_dim)
+        if o["section_layout"] == "interleaved":
+            out["rope_parameters"]["mrope_interleaved"] = True
+        return out
     if o["interleaved"]:
         raise ValueError(f"{pe_name}: interleaved=True (RoFormer pairs) has no Hugging Face "
                          "rope_parameters; HF checkpoints rotate half-split pairs")

@@ -33,6 +33,10 @@ CASES = [
                      "original_max_len": 1024, "base": 10000.0}),
     ("rope_proportional", {"proportion": 0.25}),
     ("rope_proportional", {"proportion": 0.5, "factor": 2.0}),
+    ("mrope", {"sections": (2, 3, 3)}),
+    ("mrope", {"section_layout": "interleaved", "base": 1e6}),
+    ("mrope_yarn", {"factor": 4.0, "original_max_len": 2048, "sections": (4, 2, 2),
+                    "section_layout": "interleaved"}),
 ]
 
 
@@ -56,12 +60,14 @@ def test_option_defaults_mirror_the_registry():
 @pytest.mark.parametrize("name,options", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_export_then_import_gives_the_same_frequencies_and_attention_factor(name, options):
     cfg = {"head_dim": HEAD_DIM, "max_position_embeddings": MAX_POS,
-           **to_hf_rope_config(name, options, max_position_embeddings=MAX_POS)}
+           **to_hf_rope_config(name, options, max_position_embeddings=MAX_POS, head_dim=HEAD_DIM)}
     back, back_opts = rope_from_hf_config(cfg)
     assert back == name
     a = _pe(name, options)
     b = pe.make(back, head_dim=rope_head_dim(cfg), max_len=cfg["max_position_embeddings"],
                 **back_opts)
+    if name.startswith("mrope"):
+        assert a.sections == b.sections and a.options.section_layout == b.options.section_layout
     for long in (False, True):
         (ta, ma), (tb, mb) = _readout(a, long), _readout(b, long)
         np.testing.assert_array_equal(ta, tb)
@@ -70,7 +76,7 @@ def test_export_then_import_gives_the_same_frequencies_and_attention_factor(name
     allowed = {"rope_type", "rope_theta", "partial_rotary_factor", "factor",
                "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
                "mscale", "mscale_all_dim", "truncate", "short_factor", "long_factor",
-               "low_freq_factor", "high_freq_factor"}
+               "low_freq_factor", "high_freq_factor", "mrope_section", "mrope_interleaved"}
     assert set(cfg["rope_parameters"]) <= allowed
 
 
@@ -102,13 +108,25 @@ PUBLISHED = {
                             32.03, 32.1, 32.13, 32.23, 32.6, 32.61, 32.64, 32.66, 32.7, 32.71,
                             32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77],
             "short_factor": [1.0] * 48, "type": "longrope"}},
+    "Qwen/Qwen3-VL-8B-Instruct": {  # text_config: interleaved M-RoPE
+        "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+        "max_position_embeddings": 262144, "rope_theta": 5000000,
+        "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20],
+                         "rope_type": "default"}},
+    "Qwen3.5 (model card, YaRN for long context)": {  # text_config; M-RoPE + YaRN
+        "head_dim": 256,
+        "max_position_embeddings": 262144,
+        "rope_parameters": {"mrope_interleaved": True, "mrope_section": [11, 11, 10],
+                            "rope_type": "yarn", "rope_theta": 10000000,
+                            "partial_rotary_factor": 0.25, "factor": 4.0,
+                            "original_max_position_embeddings": 262144}},
 }
 
 
 def _standardised(cfg):
-    block = dict(cfg["rope_scaling"])
+    block = dict(cfg.get("rope_scaling") or cfg["rope_parameters"])
     block["rope_type"] = block.pop("type", block.get("rope_type"))
-    block["rope_theta"] = cfg["rope_theta"]
+    block["rope_theta"] = cfg.get("rope_theta", block.get("rope_theta"))
     for key in ("original_max_position_embeddings", "partial_rotary_factor"):
         if key in cfg:
             block[key] = cfg[key]
