@@ -61,6 +61,10 @@ def test_a_learned_table_shorter_than_the_range_refuses():
     check_position_range(learned, 16)  # a table of M rows is enough
     with pytest.raises(ValueError, match="random_positions must be a positive int"):
         TrainConfig(random_positions=0)
+    from posjax.training import train_ensemble
+    with pytest.raises(ValueError, match="train_ensemble does not support"):
+        train_ensemble(lambda m: learned, classification_loss, ArrayBatches(_cls_data(), 16), TC,
+                       members=[{}])
 
 
 @pytest.mark.slow
