@@ -49,7 +49,7 @@ from posjax.data import algorithmic as alg
 
 DEFAULT_OUT = "runs/length_generalization"
 # PEs of 2022-2025 (sandwich ... path): relative biases, rotations and contextual logits.
-NEW_PES = ("sandwich", "p_rope", "mrope", "fope", "dynamic_position_bias", "polar_pope", "string",
+NEW_PES = ("sandwich", "p_rope", "mrope", "fope", "dynamic_position_bias", "polar_pope", "cayley_string",
            "liere", "comrope", "cope", "fox", "dape", "path")
 # The quick preset trains the reference PEs (each trained PE: one 3-member ensemble, 20-50 s of CPU);
 # the 2022-2025 PEs add 13 trained rows, which would take it past 10 minutes on 2 CPU cores: run
@@ -60,6 +60,9 @@ FULL_PES = QUICK_PES + NEW_PES + ("cape", "hype", "gridpe", "tupe", "cpe", "lape
                         "positional_attention", "rope_plus_abs", "mla", "random_fixed")
 # Registered PEs this experiment does not run, and why (every other registered PE is in FULL_PES).
 EXCLUDED_PES = {
+    "mrope_yarn": "on 1-D text it is rope_yarn (tested), which the reference rows already train",
+    "string_shift": "an inference-time remapping of a trained RoPE model's distances (arXiv "
+                    "2410.18745); training with it from scratch is not the method",
     "mds": "its table is built from a corpus's positional geometry; the algorithmic tasks give "
            "no such corpus",
     "learned_interpolated": "stretches its table over the padded sequence width, so at test "

@@ -5,7 +5,8 @@
 >>> rope = pe.make("rope", head_dim=64, base=10000.0)
 """
 from posjax.encodings.base import PEContext, PositionalEncoding, batch_positions, check_table_length
-from posjax.encodings.registry import PEInfo, build_options, info, make, names, register
+from posjax.encodings.registry import (PEInfo, aliases, build_options, canonical_name, info,
+                                       make, names, register, register_alias)
 
 # Importing a family module registers it.
 from posjax.encodings.nope import NoPE
@@ -71,20 +72,27 @@ __all__ += ["LongRoPE", "RoPEProportional", "index_ramp_frequencies", "longrope_
 # PEs of 2022-2025 (one module per PE).
 from posjax.encodings.sandwich import Sandwich, sandwich_bias, sandwich_ratios
 from posjax.encodings.p_rope import PRoPE, p_rope_frequencies, p_rope_pairs
-from posjax.encodings.mrope import MRoPE, apply_mrope, mrope_angles, mrope_sections
+from posjax.encodings.mrope import (MRoPE, MRoPEYarn, apply_mrope, mrope_angles,
+                                    mrope_components, mrope_sections)
+from posjax.encodings.mrope_layout import (mrope_positions, mrope_positions_from_tokens,
+                                           split_video_frames)
 
 __all__ += ["Sandwich", "sandwich_bias", "sandwich_ratios", "PRoPE", "p_rope_frequencies",
-            "p_rope_pairs", "MRoPE", "apply_mrope", "mrope_angles", "mrope_sections"]
+            "p_rope_pairs", "MRoPE", "apply_mrope", "mrope_angles", "mrope_sections",
+            "MRoPEYarn", "mrope_components", "mrope_positions", "mrope_positions_from_tokens",
+            "split_video_frames"]
 from posjax.encodings.fope import FoPE, apply_fope, fope_frequencies
 from posjax.encodings.dynamic_position_bias import DynamicPositionBias, dpb_offsets
 from posjax.encodings.polar_pope import PolarPoPE, polar_embed, polar_frequencies
 from posjax.encodings.liere import LieRE, lie_rotate, rope_generator, skew
 from posjax.encodings.comrope import ComRoPE
 from posjax.encodings.string import String, cayley
+from posjax.encodings.string_shift import StringShift, string_shift_distances
 
 __all__ += ["FoPE", "apply_fope", "fope_frequencies", "DynamicPositionBias", "dpb_offsets",
             "PolarPoPE", "polar_embed", "polar_frequencies", "LieRE", "lie_rotate",
-            "rope_generator", "skew", "ComRoPE", "String", "cayley"]
+            "rope_generator", "skew", "ComRoPE", "String", "cayley", "StringShift",
+            "string_shift_distances", "aliases", "canonical_name", "register_alias"]
 from posjax.encodings.spans import span_sums
 from posjax.encodings.fox import Fox, fox_bias, fox_log_gates
 from posjax.encodings.cope import Cope, cope_bias, cope_positions

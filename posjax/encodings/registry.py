@@ -6,6 +6,7 @@ Each entry couples a frozen options dataclass (every interpretation choice is a 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -36,6 +37,34 @@ class PEInfo:
 
 
 _REGISTRY: dict[str, PEInfo] = {}
+# Deprecated names: alias -> (canonical name, why it was renamed). An alias is not listed by
+# names() (the registry-driven tests see each PE once); info/make/build_options resolve it with a
+# DeprecationWarning.
+_ALIASES: dict[str, tuple[str, str]] = {}
+
+
+def register_alias(alias: str, canonical: str, reason: str) -> None:
+    """Keep ``alias`` working as a deprecated name of the registered PE ``canonical``."""
+    if alias in _REGISTRY or alias in _ALIASES:
+        raise ValueError(f"PE name '{alias}' is already registered")
+    if canonical not in _REGISTRY:
+        raise ValueError(f"alias '{alias}': unknown PE '{canonical}'")
+    _ALIASES[alias] = (canonical, reason)
+
+
+def aliases() -> dict[str, str]:
+    """Deprecated PE names and the canonical names they resolve to."""
+    return {a: c for a, (c, _) in sorted(_ALIASES.items())}
+
+
+def canonical_name(name: str) -> str:
+    """``name`` itself, or the canonical name of a deprecated alias (with a DeprecationWarning)."""
+    if name in _ALIASES and name not in _REGISTRY:
+        canonical, reason = _ALIASES[name]
+        warnings.warn(f"PE name '{name}' is deprecated, use '{canonical}' ({reason})",
+                      DeprecationWarning, stacklevel=3)
+        return canonical
+    return name
 
 
 def register(name: str, *, options: type, paper: str = "") -> Callable[[type], type]:
@@ -72,13 +101,14 @@ def names() -> list[str]:
 def info(name: str) -> PEInfo:
     """The catalogue entry of ``name`` (ValueError for an unknown name)."""
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[canonical_name(name)]
     except KeyError:
         raise ValueError(f"unknown positional encoding '{name}'; registered: {', '.join(names())}") from None
 
 
 def build_options(name: str, options: dict[str, Any] | None, ctx: PEContext | None = None) -> Any:
     """Build and validate the options dataclass of ``name`` from a plain dict."""
+    name = canonical_name(name)
     entry = info(name)
     options = dict(options or {})
     fields = {f.name for f in dataclasses.fields(entry.options)}
@@ -133,5 +163,6 @@ def make(name: str, *, d_model: int | None = None, num_heads: int | None = None,
         head_dim = d_model // num_heads
     ctx = PEContext(d_model=d_model, num_heads=num_heads, head_dim=head_dim, max_len=max_len,
                     num_layers=num_layers, causal=causal)
+    name = canonical_name(name)
     opts = build_options(name, options, ctx)
     return info(name).module(opts, ctx, rngs=rngs if rngs is not None else nnx.Rngs(0))

@@ -1,4 +1,4 @@
-"""STRING: separable translationally invariant position encodings (Schenck, Reid, Jacob, Bewley,
+"""Cayley-STRING (registered as ``cayley_string``; ``string`` is a deprecated alias): separable translationally invariant position encodings (Schenck, Reid, Jacob, Bewley,
 Ainslie, Rendleman, Jain, Sharma, Dubey, Wahid, Singh, Wagner, Ding, Fu, Byravan, Varley, Gritsenko,
 Minderer, Kalashnikov, Tompson, Sindhwani, Choromanski, "Learning the RoPEs: Better 2D and 3D
 Position Encodings with STRING", ICML 2025, arXiv 2502.02562, Sec. 3).
@@ -12,6 +12,9 @@ used here, Cayley-STRING:
 with ``S`` a learned skew-symmetric ``[d_h, d_h]`` matrix (one per head). Then ``<R(p_i) q,
 R(p_j) k> = q^T P RoPE(p_j - p_i) P^T k``: relative and norm-preserving. ``S`` starts at 0, so
 STRING starts as RoPE (the interleaved pairing of RoFormer) and learns the basis.
+
+Not to be confused with STRING of An et al. (arXiv 2410.18745), an inference-time shift of
+well-trained relative positions: ``string_shift`` (:mod:`posjax.encodings.string_shift`).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from flax import nnx
 
 from posjax.encodings.base import PEContext, PositionalEncoding
 from posjax.encodings.liere import skew
-from posjax.encodings.registry import register
+from posjax.encodings.registry import register, register_alias
 from posjax.encodings.rope import apply_rope, rope_frequencies, rope_table_pair
 
 
@@ -58,7 +61,7 @@ class StringOptions:
             raise ValueError(f"STRING needs an even head_dim, got {ctx.head_dim}")
 
 
-@register("string", options=StringOptions,
+@register("cayley_string", options=StringOptions,
           paper="Schenck et al., Learning the RoPEs (STRING), arXiv 2502.02562")
 class String(PositionalEncoding):
     """RoPE in a learned orthogonal basis, ``P RoPE(p) P^T`` (hook ``rotate``); relative,
@@ -68,7 +71,7 @@ class String(PositionalEncoding):
 
     def __init__(self, options: StringOptions, ctx: PEContext, *, rngs: nnx.Rngs):
         super().__init__(options, ctx)
-        ctx.require("string", "head_dim", "num_heads")
+        ctx.require("cayley_string", "head_dim", "num_heads")
         shape = (ctx.num_heads, ctx.head_dim, ctx.head_dim)
         S = options.init_std * jax.random.normal(rngs.params(), shape)
         self.skew_param = nnx.Param(S) if options.learned else nnx.Variable(S)
@@ -95,3 +98,8 @@ class String(PositionalEncoding):
     def rotate_prepared(self, q, k, q_pos, k_pos, prepared):
         P = self.basis()
         return self._apply(q, prepared[0], P), self._apply(k, prepared[1], P)
+
+
+register_alias("string", "cayley_string",
+               "two papers call their PE STRING: Schenck et al., arXiv 2502.02562 is "
+               "'cayley_string', An et al., arXiv 2410.18745 is 'string_shift'")

@@ -5,7 +5,8 @@ from posjax.models.heads import Classifier, LanguageModel, pool
 from posjax.models.transformer import Block, Transformer, make_mask
 from posjax.models.generate import generate
 from posjax.models.packing import segment_pool, segment_positions, segment_runs
+from posjax.models.pe_swap import replace_pe
 
 __all__ = ["Block", "Classifier", "LanguageModel", "SelfAttention", "Transformer",
            "TransformerConfig", "attention_weights", "make_mask", "pool",
-           "generate", "segment_pool", "segment_positions", "segment_runs"]
+           "generate", "replace_pe", "segment_pool", "segment_positions", "segment_runs"]

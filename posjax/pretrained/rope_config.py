@@ -15,6 +15,8 @@ and q/k attention factor (``pe.magnitude()``). All use the half-split pairing of
 | longrope | ``longrope`` | Ding et al., arXiv 2402.13753 |
 | llama3 | ``rope_llama3`` | Llama 3.1 release |
 | proportional | ``rope_proportional`` | low-frequency pairs unrotated |
+
+An ``mrope_section`` in the block makes it M-RoPE: ``mrope`` (default) or ``mrope_yarn`` (yarn).
 """
 from __future__ import annotations
 
@@ -52,7 +54,38 @@ def rope_head_dim(config: dict[str, Any]) -> int:
 
 def rope_from_hf_config(config: dict[str, Any], *, layer_type: str | None = None
                         ) -> tuple[str, dict[str, Any]]:
-    """The posjax PE (name, options) of a Hugging Face config's rotary embedding.
+    """The posjax PE (name, options) of a Hugging Face config's rotary embedding; an
+    ``mrope_section`` (Qwen2-VL, Qwen2.5-VL; ``mrope_interleaved``: Qwen3-VL) gives ``mrope``
+    (default type) or ``mrope_yarn`` (yarn type), otherwise see :func:`_rope_1d`."""
+    params = _scaling_dict(config, layer_type)
+    if "mrope_section" not in params:
+        return _rope_1d(config, layer_type=layer_type)
+    sections = tuple(int(v) for v in params.pop("mrope_section"))
+    layout = "interleaved" if params.pop("mrope_interleaved", False) else "block"
+    if params.get("rope_type", params.get("type")) == "mrope":  # Qwen2-VL's legacy name
+        params.pop("type", None)
+        params["rope_type"] = "default"
+    key = "rope_parameters" if config.get("rope_parameters") else "rope_scaling"
+    flat = {k: v for k, v in config.items() if k not in ("rope_parameters", "rope_scaling")}
+    name, options = _rope_1d({**flat, key: params})
+    options.update(sections=sections, section_layout=layout)
+    if name == "rope":
+        return "mrope", options
+    if name == "rope_yarn":
+        options.pop("ramp", None)
+        mscale, mscale_all_dim = options.pop("mscale", None), options.pop("mscale_all_dim", None)
+        if mscale and mscale_all_dim and "attention_factor" not in options:
+            from math import log
+            yarn = lambda m: 1.0 if options["factor"] <= 1 else 0.1 * m * log(options["factor"]) + 1
+            options["attention_factor"] = yarn(mscale) / yarn(mscale_all_dim)
+        return "mrope_yarn", options
+    raise ValueError(f"M-RoPE (mrope_section) with RoPE type {params.get('rope_type')!r} is not "
+                     "supported; supported: default, yarn")
+
+
+def _rope_1d(config: dict[str, Any], *, layer_type: str | None = None
+             ) -> tuple[str, dict[str, Any]]:
+    """The posjax PE (name, options) of a Hugging Face config's (1-D) rotary embedding.
 
     Args:
       config: the parsed ``config.json`` of a RoPE model (Llama, Mistral, Qwen, Phi-3, ...).

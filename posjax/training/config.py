@@ -32,6 +32,14 @@ class TrainConfig:
       checkpoint_every: steps between checkpoints (0: only at the end or on interrupt).
       keep_checkpoints: checkpoints kept on disk.
       progress: show a progress bar.
+      random_positions: M, or None (off): every batch gets ``positions`` sampled per row as a
+        sorted subset of ``[0, M)`` (randomized positional encodings, arXiv 2305.16843;
+        :func:`posjax.training.randomized_positions`), any PE; a table PE shorter than M refuses.
+      pe_schedule: None, or phases ``((step, pe), ...)`` / ``((step, pe, pe_options), ...)``
+        with strictly increasing steps from 0: from each step on the model runs with that PE
+        (e.g. ``((0, "rope"), (800, "none"))``: RoPE, then no PE and the remaining steps
+        recalibrate, DroPE, arXiv 2512.12167). The model passed to ``train`` must carry the
+        first phase's PE; every phase must have the same parameters (e.g. parameter-free PEs).
     """
 
     steps: int = 1000
@@ -53,9 +61,16 @@ class TrainConfig:
     checkpoint_every: int = 0
     keep_checkpoints: int = 2
     progress: bool = True
+    random_positions: int | None = None
+    pe_schedule: tuple | None = None
 
     def __post_init__(self):
         check_field_types(self, "TrainConfig.")
+        if self.pe_schedule is not None:
+            object.__setattr__(self, "pe_schedule", _check_pe_schedule(self.pe_schedule))
+        if self.random_positions is not None and self.random_positions <= 0:
+            raise ValueError(f"TrainConfig.random_positions must be a positive int (the range "
+                             f"M of the positions), got {self.random_positions}")
         for field in dataclasses.fields(self):  # NaN passes every `<=` test below
             value = getattr(self, field.name)
             if isinstance(value, (float, np.floating)) and not math.isfinite(value):
@@ -83,6 +98,39 @@ class TrainConfig:
 
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+
+def _check_pe_schedule(schedule) -> tuple:
+    """Normalise ``pe_schedule`` to ``((step, pe, options_dict), ...)``; ValueError naming the
+    entry otherwise."""
+    out, last = [], -1
+    for i, entry in enumerate(schedule):
+        entry = tuple(entry) if isinstance(entry, (list, tuple)) else (entry,)
+        if len(entry) not in (2, 3):
+            raise ValueError(f"TrainConfig.pe_schedule[{i}] must be (step, pe) or (step, pe, "
+                             f"pe_options), got {entry!r}")
+        step, pe = entry[0], entry[1]
+        opts = entry[2] if len(entry) == 3 else {}
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise ValueError(f"TrainConfig.pe_schedule[{i}] step must be an int, got {step!r}")
+        if not isinstance(pe, str) or not isinstance(opts, dict):
+            raise ValueError(f"TrainConfig.pe_schedule[{i}] needs a PE name (str) and an options "
+                             f"dict, got {pe!r}, {opts!r}")
+        if (i == 0 and step != 0) or step <= last:
+            raise ValueError(f"TrainConfig.pe_schedule steps must start at 0 and increase "
+                             f"strictly, got step {step} at entry {i}")
+        last = int(step)
+        out.append((int(step), pe, dict(opts)))
+    if not out:
+        raise ValueError("TrainConfig.pe_schedule is empty (use None for no schedule)")
+    return tuple(out)
+
+
+def pe_phase(cfg: TrainConfig, step: int) -> int:
+    """Index of the ``pe_schedule`` phase that step ``step`` runs in (0 without a schedule)."""
+    if cfg.pe_schedule is None:
+        return 0
+    return max(i for i, (start, _, _) in enumerate(cfg.pe_schedule) if start <= step)
 
 
 def make_schedule(cfg: TrainConfig) -> optax.Schedule:

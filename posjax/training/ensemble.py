@@ -323,6 +323,10 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     from posjax.distributed.mesh import is_main_process
 
     check_resume_mode(resume, out_dir)
+    for option in ("random_positions", "pe_schedule"):
+        if getattr(config, option, None) is not None:
+            raise ValueError(f"train_ensemble does not support TrainConfig.{option} (use train "
+                             "per member)")
     members = [dict(m) for m in members]
     if not members or not all(isinstance(m, dict) for m in members):
         raise ValueError("train_ensemble needs a non-empty list of member dicts")

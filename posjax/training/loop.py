@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from posjax.input_checks import collect, first_error, rows_valid, stack_rows
-from posjax.training.config import TrainConfig, make_optimizer, make_schedule
+from posjax.training.config import TrainConfig, make_optimizer, make_schedule, pe_phase
 from posjax.training.driver import RESUME_MODES, check_resume_mode, drive, open_run  # noqa: F401
 from posjax.training.run_dir import run_record
 
@@ -106,7 +106,8 @@ def _cached_step(graphdef, loss_fn: LossFn, config: TrainConfig):
     from posjax.training.step_cache import StructuralStep
 
     optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
-                                keep_checkpoints=1, progress=False)
+                                keep_checkpoints=1, progress=False, random_positions=None,
+                                pe_schedule=None)
     build = lambda: StructuralStep(_step_function(graphdef, loss_fn, make_optimizer(optim)))
     try:
         key = (graphdef, loss_fn, optim)
@@ -190,14 +191,73 @@ def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], con
                   main=is_main_process())
 
 
+def _check_pe_schedule_start(model, config) -> None:
+    """The model passed to ``train`` carries the first phase's PE (so the run record, made from
+    it, is the same whichever phase a resumed run starts in)."""
+    first = config.pe_schedule[0]
+    cfg = getattr(model, "config", None)
+    have = (getattr(cfg, "pe", None), dict(getattr(cfg, "pe_options", None) or {}))
+    if have != (first[1], first[2]):
+        raise ValueError(f"TrainConfig.pe_schedule starts with PE {first[1]!r} "
+                         f"{first[2] or ''} but the model has {have[0]!r} {have[1] or ''}; build "
+                         "the model with the first phase's PE")
+
+
+def _with_positions(batches, config):
+    """``batches`` whose batches get ``positions`` from :func:`randomized_positions`."""
+    from posjax.training.positions import randomized_positions
+
+    def get(s):
+        batch = batches(s)
+        if not isinstance(batch, dict) or "tokens" not in batch:
+            raise ValueError("TrainConfig.random_positions needs dict batches with 'tokens'")
+        if batch.get("segment_ids") is not None:
+            raise ValueError("TrainConfig.random_positions does not apply to packed rows "
+                             "(segment_ids): their positions restart at every segment")
+        b, t = jnp.shape(batch["tokens"])[:2]
+        return {**batch, "positions": randomized_positions(b, t, config.random_positions,
+                                                           seed=config.seed, step=s)}
+
+    return get
+
+
 def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, desc, mesh, resume,
            main):
+    from posjax.training.positions import check_position_range
+
+    if config.pe_schedule is not None:
+        if mesh is not None:
+            raise ValueError("TrainConfig.pe_schedule is not supported with a mesh")
+        _check_pe_schedule_start(model, config)
+    if config.random_positions is not None:
+        check_position_range(model, config.random_positions)
+        batches = _with_positions(batches, config)
+    record = run_record(config, model, run_config)  # the model as passed (first phase's PE)
     tx = make_optimizer(config)
     schedule = make_schedule(config)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     opt_state = tx.init(params)
     step_fn = _cached_step(graphdef, loss_fn, config)
     base_key = jax.random.key(config.seed)
+    phase = 0
+
+    def enter_phase(index: int, current) -> None:
+        """Rebuild the model's PE for phase ``index``; the parameters carry over."""
+        nonlocal graphdef, rest, step_fn, phase
+        from posjax.models.pe_swap import replace_pe
+
+        nnx.update(model, current)
+        _, name, options = config.pe_schedule[index]
+        replace_pe(model, name, options, seed=config.seed)
+        if config.random_positions is not None:
+            check_position_range(model, config.random_positions)
+        graphdef, new_params, rest = nnx.split(model, nnx.Param, ...)
+        if jax.tree.structure(new_params) != jax.tree.structure(current):
+            raise ValueError(f"TrainConfig.pe_schedule phase {index} (PE {name!r}) changes the "
+                             "model's parameters; every phase must have the same ones (e.g. "
+                             "parameter-free PEs: rope, none, alibi, ...)")
+        step_fn = _cached_step(graphdef, loss_fn, config)
+        phase = index
 
     if mesh is not None:  # placed before a restore, which then keeps each leaf's sharding
         from posjax.distributed.training import place_state, shard_batch
@@ -205,7 +265,7 @@ def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, des
         ok_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         step_fn = _pinned_step(step_fn, params, opt_state, ok_sharding)
 
-    opened = open_run(out_dir, lambda: run_record(config, model, run_config), (params, opt_state),
+    opened = open_run(out_dir, lambda: record, (params, opt_state),
                       resume=resume, keep=config.keep_checkpoints, main=main)
     with opened as (run, (params, opt_state)):
         evals: list[dict[str, float]] = []
@@ -215,8 +275,13 @@ def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, des
         good_step = run.start
         ok = jnp.asarray(True) if mesh is None else jax.device_put(jnp.asarray(True), ok_sharding)
 
+        if pe_phase(config, run.start) != phase:  # resumed mid-schedule
+            enter_phase(pe_phase(config, run.start), params)
+
         def step(s: int) -> None:
             nonlocal params, opt_state, ok
+            if pe_phase(config, s) != phase:
+                enter_phase(pe_phase(config, s), params)
             batch = (jax.tree.map(jnp.asarray, batches(s)) if mesh is None
                      else shard_batch(batches(s), mesh))
             params, opt_state, loss, metrics, ok, checks = step_fn(

@@ -12,9 +12,9 @@ from posjax.encodings.string import cayley
 from _pe_checks import (assert_cache_and_packing, make, rotated_logits, shift_gap,
                         train_one_step)
 
-NAMES = ("liere", "comrope", "string")
+NAMES = ("liere", "comrope", "cayley_string")
 RANDOM = {"liere": {"init": "normal", "init_std": 0.3}, "comrope": {"block_size": 4},
-          "string": {"init_std": 0.3}}
+          "cayley_string": {"init_std": 0.3}}
 
 
 def _expm64(a):
@@ -50,7 +50,7 @@ def test_liere_rope_init_and_string_at_zero_are_rope():
     q = jax.random.normal(jax.random.key(0), (1, 5, 2, 8))
     pos = jnp.arange(5)[None] * 3
     want = make("rope", interleaved=True).rotate(q, q, pos, pos)[0]
-    for name in ("liere", "string"):
+    for name in ("liere", "cayley_string"):
         got = make(name).rotate(q, q, pos, pos)[0]
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5)
 
@@ -75,7 +75,7 @@ def test_cayley_is_the_orthogonal_transform():
 
 def test_string_logits_are_rope_in_the_learned_basis():
     with jax.enable_x64(True):
-        pe = make("string", init_std=0.4)
+        pe = make("cayley_string", init_std=0.4)
         P = np.asarray(pe.basis(), np.float64)[0]
         q = np.asarray(jax.random.normal(jax.random.key(5), (8,), jnp.float64))
         k = np.asarray(jax.random.normal(jax.random.key(6), (8,), jnp.float64))

@@ -72,7 +72,7 @@ def test_every_rope_angles_user_prepares():
     """Every rotary PE that uses the shared angle function has a prepare step (returning
     tables); the others (own angle functions) return None."""
     users = [n for n in ROTARY if _uses_rope_angles(pe.info(n).module)]
-    assert {"rope", "xpos", "rope_yarn", "rope2d_axial", "mla", "string"} <= set(users)
+    assert {"rope", "xpos", "rope_yarn", "rope2d_axial", "mla", "cayley_string"} <= set(users)
     assert sorted(users) == sorted(PREPARED)
     pos = np.arange(4)[None]
     for name in ROTARY:
