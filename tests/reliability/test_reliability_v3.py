@@ -342,3 +342,66 @@ def test_r12_generate_and_packing_arguments():
         pack_sequences([np.array([1, 2]), np.array([2 ** 32 + 5, 5], np.int64)], 4)
     with pytest.raises(ValueError, match="needs integer labels"):
         pack_sequences([np.array([1, 2]), np.array([3])], 4, labels=["pos", "neg"])
+
+
+# --- R9: load_hf accounts for every tensor it does not load ------------------------------------
+def _edit_checkpoint(path, config=None, add=(), drop=()):
+    import json
+
+    from safetensors.numpy import load_file, save_file
+
+    if config:
+        cfg = json.loads((path / "config.json").read_text())
+        (path / "config.json").write_text(json.dumps({**cfg, **config}))
+    w = load_file(path / "model.safetensors")
+    w = {k: v for k, v in w.items() if k not in drop}
+    save_file({**w, **dict(add)}, path / "model.safetensors")
+    return w
+
+
+def test_r9_load_hf_extras_ambiguity_and_learned_options(tmp_path):
+    import warnings
+
+    from posjax.pretrained import load_hf, position_table, write_tiny_checkpoint
+
+    # a config saying 2 layers over weights with 3 (old: 2 loaded silently)
+    deep = write_tiny_checkpoint(tmp_path / "deep", "bert", num_layers=3)
+    _edit_checkpoint(deep, config={"num_hidden_layers": 2})
+    with pytest.raises(ValueError, match=r"tensors of layer\(s\) \[2\].*num_hidden_layers = 2"):
+        load_hf(deep)
+    # an unprefixed duplicate position table (old: the shortest key was returned silently)
+    amb = write_tiny_checkpoint(tmp_path / "amb", "bert", max_positions=16)
+    w = _edit_checkpoint(amb, add={"embeddings.position_embeddings.weight":
+                                   np.ones((16, 32), np.float32)})
+    for load in (load_hf, position_table):
+        with pytest.raises(ValueError, match=r"ambiguous checkpoint: 2 tensors match "
+                                             r"\*embeddings\.position_embeddings\.weight"):
+            load(amb)
+    # a second table under another name is refused too; with a swapped PE it is not read
+    _edit_checkpoint(amb, add={"bert.embeddings.extra.position_embeddings.weight":
+                               np.ones((16, 32), np.float32)},
+                     drop=("embeddings.position_embeddings.weight",))
+    with pytest.raises(ValueError, match="second position table"):
+        load_hf(amb)
+    # BERT's known extras load silently; any other unused tensor is named in a warning
+    base = write_tiny_checkpoint(tmp_path / "base", "bert", max_positions=16)
+    _edit_checkpoint(base, add={"bert.embeddings.position_ids": np.arange(16)[None]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for head in (None, "mlm", "classifier"):
+            load_hf(base, head=head)
+        load_hf(amb, pe="rope")
+    # pe_options with pe="learned" are applied (old: dropped), or refused when they cannot apply
+    frozen, cfg = load_hf(base, pe_options={"trainable": False, "num_positions": 12})
+    table = w["bert.embeddings.position_embeddings.weight"]
+    assert cfg.max_len == 12 and cfg.pe_options == {"trainable": False, "num_positions": 12}
+    np.testing.assert_array_equal(np.asarray(frozen.pe.embedding[...]), table[:12])
+    assert not isinstance(frozen.pe.embedding, nnx.Param)  # frozen: not a trainable parameter
+    with pytest.raises(ValueError, match=r"pe_options \['std'\] have no effect"):
+        load_hf(base, pe_options={"std": 0.5})
+    with pytest.raises(ValueError, match=r"num_positions must be an integer in \[1, 16\]"):
+        load_hf(base, pe_options={"num_positions": 17})
+    _edit_checkpoint(base, add={"bert.encoder.adapter.weight": np.ones((4, 4), np.float32)})
+    with pytest.warns(UserWarning, match=r"1 tensor\(s\) .* not loaded: "
+                                         r"bert\.encoder\.adapter\.weight"):
+        load_hf(base)
