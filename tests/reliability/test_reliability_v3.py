@@ -405,3 +405,65 @@ def test_r9_load_hf_extras_ambiguity_and_learned_options(tmp_path):
     with pytest.warns(UserWarning, match=r"1 tensor\(s\) .* not loaded: "
                                          r"bert\.encoder\.adapter\.weight"):
         load_hf(base)
+
+
+# --- R12 (rest): RoPE precision warning, HF RoPE blocks, segments, pairs, spectra ------------
+def test_r12_rope_warns_once_past_2_20(monkeypatch):
+    import warnings
+
+    from posjax.encodings import rope
+
+    monkeypatch.setattr(rope, "_warned_past_bound", False, raising=False)
+    x = jnp.ones((1, 2, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        rope.apply_rope(x, jnp.asarray([0, 2 ** 20]))                    # at the bound: silent
+        jax.jit(lambda p: rope.apply_rope(x, p))(jnp.asarray([0, 2 ** 23]))  # traced: silent
+    with pytest.warns(UserWarning, match=r"RoPE position 8388608 is past 2\^20"):
+        rope.apply_rope(x, jnp.asarray([0, 2 ** 23]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        rope.apply_rope(x, jnp.asarray([0, 2 ** 23]))                    # once per process
+
+
+def test_r12_hf_rope_blocks():
+    from posjax.pretrained import rope_from_hf_config
+
+    base = {"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096}
+    # yarn without a factor: old 1.0 silently; now derived from original/max, or refused
+    with pytest.raises(ValueError, match="RoPE type 'yarn' needs 'factor'"):
+        rope_from_hf_config({**base, "rope_scaling": {"rope_type": "yarn"}})
+    name, opts = rope_from_hf_config({**base, "rope_scaling": {
+        "rope_type": "yarn", "original_max_position_embeddings": 1024}})
+    assert name == "rope_yarn" and opts["factor"] == 4.0
+    # rope_parameters without rope_type next to a linear rope_scaling: old "rope" (shadowed)
+    name, opts = rope_from_hf_config({**base, "rope_parameters": {"rope_theta": 5e5},
+                                      "rope_scaling": {"type": "linear", "factor": 4.0}})
+    assert (name, opts["factor"], opts["base"]) == ("rope_linear", 4.0, 5e5)
+    with pytest.raises(ValueError, match=r"disagree on factor \(8\.0 vs 4\.0\)"):
+        rope_from_hf_config({**base, "rope_parameters": {"rope_type": "linear", "factor": 8.0},
+                             "rope_scaling": {"type": "linear", "factor": 4.0}})
+
+
+def test_r12_segments_pairs_and_spectrum():
+    from posjax.geometry import stress_from_distributions, topk_spectrum_report
+    from posjax.models import Classifier, TransformerConfig
+
+    cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=16,
+                            max_len=8)
+    clf = Classifier(cfg, 2, pooling="mean", rngs=nnx.Rngs(0))
+    tok = jnp.ones((1, 8), jnp.int32)
+    seg = jnp.asarray([[0, 0, 0, 1, 1, 2, 2, 2]])
+    assert clf(tok, segment_ids=seg).shape == (1, 3, 2)
+    with pytest.raises(ValueError, match="num_segments must be an integer >= 1, got -1"):
+        clf(tok, segment_ids=seg, num_segments=-1)  # old: empty logits [1, 0, 2]
+    with pytest.raises(ValueError, match="num_segments=2 but a row holds 3 segments"):
+        clf(tok, segment_ids=seg, num_segments=2)
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(5), 6)
+    X = rng.normal(size=(6, 2))
+    with pytest.raises(ValueError, match="pairs must be an integer .* got 2.7"):
+        stress_from_distributions(P, X, pairs=2.7)  # old: truncated to 2
+    assert topk_spectrum_report([0.5, 0.25], 1.0)["lambda1_share"] == 0.5
+    with pytest.raises(ValueError, match=r"sum to 2\.5 > trace\(B\) = 1 \(lambda_1 share 2\.5"):
+        topk_spectrum_report([2.5], 1.0)  # old: a share of 2.5 reported
