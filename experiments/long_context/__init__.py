@@ -1,0 +1,7 @@
+"""``experiments.long_context``: perplexity, passkey / needle retrieval and attention diagnostics
+of small causal LMs out to 8x their training length, per PE (see ``experiment.py``)."""
+from experiments.long_context.experiment import (CPU_PES, DEFAULT_OUT, LCConfig, OTHER_PES,
+                                                 PRESETS, QUICK_PES, ROPE_SCALINGS, main, run)
+
+__all__ = ["CPU_PES", "DEFAULT_OUT", "LCConfig", "OTHER_PES", "PRESETS", "QUICK_PES",
+           "ROPE_SCALINGS", "main", "run"]

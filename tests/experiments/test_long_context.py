@@ -1,0 +1,132 @@
+"""experiments.long_context: a tiny run end to end (arrays finite, CIs contain their means,
+report.md links every PNG, the docs block is generated from results.json), data invariants."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: `experiments`
+from experiments.long_context import LCConfig, PRESETS, QUICK_PES, data, report, run  # noqa: E402
+from experiments.common import parse_set  # noqa: E402
+
+TINY = LCConfig(dataset="synthetic", vocab_size=48, corpus_tokens=12_000, pes=("rope",),
+                scalings=("rope_linear",), train_length=16, eval_factors=(1, 2), steps=4,
+                batch_size=8, num_layers=1, d_model=16, num_heads=2, d_ff=32, seeds=2, trials=2,
+                eval_rows=2, attention_rows=1, geometry_windows=40, key_length=1, num_symbols=4,
+                depths=(0.0, 1.0), warmup_steps=1)
+
+
+def _walk(x, path=""):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _walk(v, f"{path}/{k}")
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _walk(v, f"{path}[{i}]")
+    else:
+        yield path, x
+
+
+def test_tiny_run_arrays_report_and_docs(tmp_path):
+    out = str(tmp_path / "run")
+    run(TINY, out, preset="tiny")
+    results = json.load(open(os.path.join(out, "results.json")))
+    figures = results["summary"]["figures"]
+    assert set(figures["ppl_vs_length"]) == {"rope", "rope_linear"}
+    for pe, e in figures["ppl_vs_length"].items():
+        assert len(e["mean"]) == 2 and np.isfinite(e["mean"]).all() and np.isfinite(e["half"]).all()
+        assert all(lo <= m <= hi for lo, m, hi in zip(e["lo"], e["mean"], e["hi"]))
+        assert all(m > 1 for m in e["mean"])                  # a perplexity
+    for task in ("passkey", "needle"):
+        for pe, e in figures[task].items():
+            acc = np.asarray(e["accuracy_mean"])
+            assert acc.shape == (2, 2) and ((acc >= 0) & (acc <= 1)).all()
+            assert e["status"] in ("testable", report.UNTESTED)
+    for pe, e in figures["attention"].items():
+        for key in ("entropy", "sink"):
+            c = e[key]
+            assert np.isfinite(c["mean"]).all()
+            assert all(lo <= m <= hi for lo, m, hi in zip(c["lo"], c["mean"], c["hi"]))
+    # the scaling's perplexity at L equals RoPE's (s = 1 there): the same trained parameters
+    assert figures["ppl_vs_length"]["rope_linear"]["mean"][0] == pytest.approx(
+        figures["ppl_vs_length"]["rope"]["mean"][0], rel=1e-5)
+    geo = results["geometry"]
+    assert "rope" in geo["rows"] and "rope_linear" not in geo["rows"]
+    assert all(0 <= v <= 1 for v in geo["rows"]["rope"]["stress_per_seed"]["16"])
+    ranking = results["summary"]["ranking"]
+    assert [r["pe"] for r in ranking] == sorted(
+        figures["ppl_vs_length"], key=lambda p: figures["ppl_vs_length"][p]["mean"][1])
+    text = open(os.path.join(out, "report.md")).read()
+    for name in report.FIGURES:
+        assert f"]({name})" in text and os.path.getsize(os.path.join(out, name)) > 1000
+    assert "LongRoPE without searched per-pair factors" in text
+    assert "rows past L are never trained" in text
+    # docs: numbers copied from results.json into a generated block, replaced on rerun
+    docs = tmp_path / "docs.md"
+    docs.write_text("# Doc\n\nintro\n")
+    report.update_docs(os.path.join(out, "results.json"), str(docs), str(tmp_path / "figs"))
+    report.update_docs(os.path.join(out, "results.json"), str(docs), str(tmp_path / "figs"))
+    body = docs.read_text()
+    assert body.count(report.BEGIN) == 1 and body.startswith("# Doc")
+    assert report.fmt_ci(ranking[0]["ppl_at"], 1.0, 2) in body
+    assert all((tmp_path / "figs" / n).exists() for n in report.FIGURES)
+
+
+def test_training_rows_hold_retrievable_answers():
+    cfg = TINY
+    stream = data.markov_stream(4000, 48, seed=0)
+    vocab = data.retrieval_vocab(cfg, 48, 0)
+    arr = data.training_arrays(stream, vocab, cfg, seed=0)
+    toks, mask = arr["tokens"], arr["loss_mask"]
+    assert toks.shape[1] == cfg.train_length and toks.max() < 48 + 2
+    ret = ~mask.all(1)
+    assert 0.2 < ret.mean() < 0.4                              # retrieval_fraction 0.3
+    for row, m in zip(toks[ret][:20], mask[ret][:20]):
+        at = np.flatnonzero(m)
+        assert len(at) == cfg.key_length
+        assert vocab.query_marker in (row[at[0] - 1], row[at[0] - 2])  # passkey / needle query
+        if row[0] != vocab.key_marker and list(row).count(vocab.key_marker) == 1:  # passkey
+            k = list(row).index(vocab.key_marker)
+            assert list(row[k + 1:k + 1 + cfg.key_length]) == list(row[at])
+
+
+def test_fixed_width_greedy_equals_generate():
+    from flax import nnx
+
+    from experiments.long_context.evaluate import greedy_answers
+    from experiments.long_context.experiment import model_config
+    from posjax.models import LanguageModel, generate
+
+    model = LanguageModel(model_config(TINY, "alibi", {}, 50), rngs=nnx.Rngs(3))
+    prompts = np.random.default_rng(0).integers(0, 50, (2, 6)).astype(np.int32)
+    want = np.asarray(generate(model, prompts, max_new_tokens=2, temperature=0.0,
+                               use_cache=False))[:, 6:]
+    np.testing.assert_array_equal(greedy_answers(model, prompts, 2), want)
+
+
+def test_content_dependent_pe_has_no_static_geometry():
+    from flax import nnx
+
+    from experiments.long_context import geometry
+    from experiments.long_context.experiment import model_config
+    from posjax.models import LanguageModel
+
+    corpus = {"train": data.markov_stream(2000, 48, seed=1), "model_vocab": 50}
+    model = LanguageModel(model_config(TINY, "fox", {}, 50), rngs=nnx.Rngs(0))
+    got = geometry.pe_stress("fox", [model], TINY, corpus)
+    assert set(got) == {"none"} and "fox" in got["none"].lower()
+
+
+def test_presets_and_set():
+    q = PRESETS["quick"]
+    assert q.pes == QUICK_PES and q.train_length == 32 and q.vocab_size <= 2000
+    assert q.seeds >= 3 and len(PRESETS["cpu"].pes) >= 12
+    assert parse_set(LCConfig, ["pes=none,xpos", "scalings="]) == {"pes": ("none", "xpos"),
+                                                                   "scalings": ()}
+    with pytest.raises(ValueError, match="unknown PE"):
+        LCConfig(pes=("nope_not_a_pe",))
+    with pytest.raises(ValueError, match="rope"):
+        LCConfig(pes=("none",))
