@@ -191,7 +191,7 @@ def geometry(cfg: FinetuneConfig, prep: Any, hf: dict) -> tuple[dict[str, dict],
 
     from posjax.analysis.encoding_geometry import encoding_distances
     import posjax.geometry as geo
-    from experiments._stress_geometry import stress_pair
+    from experiments.stress_table.geometry import stress_pair
     from posjax.pretrained import position_table
 
     d = int(hf["hidden_size"])
@@ -232,7 +232,7 @@ def table_norm(cfg: FinetuneConfig) -> float:
 def finetune_cell(cfg: FinetuneConfig, prep: Any, pe: str, seed: int, coords: np.ndarray
                   ) -> dict[str, Any]:
     """Fine-tune the checkpoint with ``pe`` (one seed); the JSON-ready row."""
-    from experiments._stress_train import mds_model_coords
+    from experiments.stress_table.train import mds_model_coords
     from posjax.pretrained import load_hf, param_count
     from posjax.training import (ArrayBatches, TrainConfig, classification_loss,
                                  evaluate_classifier, train)
@@ -302,7 +302,7 @@ def run(cfg: FinetuneConfig, out_dir: str, *, preset: str = "custom", log=print
         ) -> dict[str, Any]:
     """Run the experiment into ``out_dir`` (results.json, report.md); returns the results.
     ``preset`` is the name recorded with the configuration."""
-    from experiments._stress_data import prepare
+    from experiments.stress_table.data import prepare
     from posjax.pretrained import load_checkpoint
 
     t0 = time.perf_counter()

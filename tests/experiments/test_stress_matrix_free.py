@@ -12,10 +12,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `experiments`
 
 import posjax.geometry as geo
-from experiments import _stress_geometry as G
-from experiments import _stress_matrix_free as MF
 from experiments import stress_table as st
-from experiments._stress_data import Prepared
+from experiments.stress_table import experiment as driver
+from experiments.stress_table import geometry as G
+from experiments.stress_table import geometry as MF
+from experiments.stress_table.data import Prepared
 from posjax.data.synthetic import sample_distributions, three_regime_corpus
 
 N, V = 64, 300
@@ -138,7 +139,7 @@ def test_matrix_free_e2_e3_equal_dense(both_paths):
 
 def test_energy_target_beyond_k_is_reported(plugin_P):
     """With k below r_eps the rows use r = k and every table says the target was not reached."""
-    from experiments import _stress_report as R
+    from experiments.stress_table import report as R
 
     cfg = st.make_config("synthetic", quick=True, **{**SMALL, "matrix_free_k": 3})
     with jax.enable_x64(True):
@@ -227,10 +228,10 @@ def test_e4_cell_salt_depends_on_the_path_options_only_when_matrix_free():
     b = st.make_config("synthetic", quick=True, matrix_free_above=8, matrix_free_k=5,
                        stress_pairs=10)
     # dense cells stored before these options existed keep their key
-    assert st._salt(a) == st._salt(b) and "geometry" not in st._salt(a)
-    mf_a, mf_b = st._salt(a, path="matrix_free"), st._salt(b, path="matrix_free")
+    assert driver._salt(a) == driver._salt(b) and "geometry" not in driver._salt(a)
+    mf_a, mf_b = driver._salt(a, path="matrix_free"), driver._salt(b, path="matrix_free")
     assert mf_a != mf_b and mf_a["geometry_path"] == "matrix_free"
-    assert mf_a != st._salt(a)
+    assert mf_a != driver._salt(a)
 
 
 SENS = dict(sens_positions=40, sens_vocab=60, sinusoidal_dim=16, rope_head_dim=8,

@@ -37,7 +37,7 @@ def _unlabelled(tmp_path):
 
 
 def test_unlabelled_corpus_uses_the_checkpoint_tokenizer_and_skips_e4(tmp_path, checkpoint):
-    from experiments._stress_data import prepare
+    from experiments.stress_table.data import prepare
 
     cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
                          pretrained=str(checkpoint), **TINY)
@@ -51,8 +51,8 @@ def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
     import jax
 
     import posjax.geometry as geo
-    from experiments._stress_data import prepare
-    from experiments._stress_pretrained import pretrained_e1_rows
+    from experiments.stress_table.data import prepare
+    from experiments.stress_table.geometry import pretrained_e1_rows
     from posjax.pretrained import position_table
 
     cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
@@ -108,12 +108,12 @@ def test_text_corpus_with_labels_runs_e4(tmp_path):
 
 def test_text_dataset_needs_a_directory():
     with pytest.raises(ValueError, match="--data-dir"):
-        from experiments._stress_pretrained import prepare_corpus
+        from experiments.stress_table.data import prepare_corpus
         prepare_corpus(st.make_config("text", quick=True), "/tmp")
 
 
 def test_labelled_corpus_gives_model_arrays(tmp_path):
-    from experiments._stress_data import prepare
+    from experiments.stress_table.data import prepare
 
     data = _labelled(tmp_path, "validation", ["neg", "pos", "mixed"])
     cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)

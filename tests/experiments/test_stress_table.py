@@ -9,10 +9,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `experiments`
 
-from experiments import _stress_geometry, _stress_train
 from experiments import stress_table as st
-from experiments._stress_data import bayes_accuracy, shift_task
-from experiments._stress_train import mds_model_coords
+from experiments.stress_table import experiment as driver
+from experiments.stress_table import geometry as _stress_geometry
+from experiments.stress_table import train as _stress_train
+from experiments.stress_table.data import bayes_accuracy, shift_task
+from experiments.stress_table.train import mds_model_coords
 
 TINY = dict(num_positions=12, vocab_size=40, samples_per_position=400, train_examples=64,
             test_examples=32, batch_size=16, steps=3, d_model=8, num_heads=2, num_layers=1,
@@ -71,7 +73,7 @@ def test_resume_skips_finished_cells(tiny_run, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a finished cell was recomputed")
 
-    monkeypatch.setattr(st, "train_cell", boom)
+    monkeypatch.setattr(driver, "train_cell", boom)
     monkeypatch.setattr(_stress_geometry, "sensitivity_cell", boom)
     again = st.run(cfg, out, log=lambda *_: None)
     assert again["E4"]["rows"] == res["E4"]["rows"]
@@ -154,7 +156,7 @@ def _write_sst2(root, n_train=120, n_eval=40, seed=0):
 
 @pytest.mark.parametrize("keep_special", [True, False])
 def test_prepare_text_from_local_files(tmp_path, monkeypatch, keep_special):
-    from experiments._stress_data import prepare
+    from experiments.stress_table.data import prepare
 
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     _write_sst2(tmp_path)
@@ -193,5 +195,5 @@ def test_adding_seeds_or_encodings_keeps_finished_cells():
 
     cfg = st.make_config("synthetic", quick=True, **TINY)
     more = dataclasses.replace(cfg, seeds=5, encodings=("rope", "learned"), progress=True)
-    assert st._salt(more) == st._salt(cfg)
-    assert st._salt(dataclasses.replace(cfg, steps=4)) != st._salt(cfg)
+    assert driver._salt(more) == driver._salt(cfg)
+    assert driver._salt(dataclasses.replace(cfg, steps=4)) != driver._salt(cfg)

@@ -15,6 +15,8 @@ import jax
 import numpy as np
 from flax import nnx
 
+from experiments.stress_table.geometry import as_targets, trained_stress
+
 E4_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "mds")
 
 
@@ -64,11 +66,10 @@ def pe_param_count(model) -> int:
 
 def _trained_geometry(model, pe: str, prep: Any, targets: dict[str, Any]):
     """Stress of the trained table (learned, mds) or bias (t5) against every variant's geometry
-    (``targets``: dense ``D`` arrays or the targets of ``_stress_geometry.as_targets``)."""
+    (``targets``: dense ``D`` arrays or the targets of ``geometry.as_targets``)."""
     from posjax.analysis.encoding_geometry import encoding_distances
     import posjax.geometry as geo
 
-    from experiments._stress_geometry import as_targets, trained_stress
 
     if pe not in ("learned", "mds", "t5") or not targets:
         return None

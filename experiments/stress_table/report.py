@@ -6,10 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from experiments._stress_geometry import INTERPRETATIONS_TOY_STRESS
-from experiments._stress_matrix_free import geometry_paragraph
 from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std
 from experiments.common import verdict as ci_verdict
+from experiments.stress_table.geometry import INTERPRETATIONS_TOY_STRESS, geometry_paragraph
 
 ENCODING_LABELS = {
     "mds_full": "MDS, r = rank(B) (r_tau)",

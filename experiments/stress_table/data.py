@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from typing import Any
 
 import numpy as np
@@ -155,7 +156,6 @@ def prepare_text(cfg: Any, out_dir: str) -> Prepared:
     kw = {"data_dir": cfg.data_dir, "hub_timeout": cfg.hub_timeout}
     train = load_text_classification(cfg.dataset, "train", **kw)
     test = load_text_classification(cfg.dataset, TEXT_EVAL_SPLIT[cfg.dataset], **kw)
-    from experiments._stress_pretrained import text_tokenizer
     tok = text_tokenizer(cfg, train.texts, out_dir, cfg.dataset)
     geo = tok.encode(train.texts, cfg.num_positions, keep_special=cfg.keep_special)
     arrays = model_arrays(tok, train, test, cfg)
@@ -181,6 +181,70 @@ def prepare(cfg: Any, out_dir: str) -> Prepared:
     if cfg.dataset in TEXT_EVAL_SPLIT:
         return prepare_text(cfg, out_dir)
     if cfg.dataset == "text":
-        from experiments._stress_pretrained import prepare_corpus
         return prepare_corpus(cfg, out_dir)
     raise ValueError(f"unknown dataset {cfg.dataset!r}; choose synthetic, sst2 or imdb")
+
+
+# --- pretrained tokenizers and custom corpora (--dataset text) ---------------------
+# Pretrained checkpoints and custom corpora in the stress experiment (arXiv 2604.05217, E1).
+# 
+# * ``--pretrained PATH_OR_ID`` adds E1 rows for the checkpoint's own learned position table
+#   (:func:`posjax.pretrained.position_table`): ``pretrained`` (raw rows) and, with
+#   ``--set pretrained_layernorm=True``, ``pretrained_ln`` (rows after the embedding LayerNorm).
+#   Corpus position ``i`` is compared with model position ``i + model_offset`` (0 when the corpus
+#   keeps ``[CLS]``, as the model inputs do). The checkpoint's tokenizer is used for the corpus
+#   unless ``--tokenizer``/``--vocab-file`` says otherwise.
+# * ``--dataset text --data-dir DIR [--tokenizer SPEC]``: any corpus read by
+#   :func:`posjax.data.corpus.load_corpus`; E4 runs only when the files have labels.
+def text_tokenizer(cfg: Any, train_texts, out_dir: str, name: str):
+    """The tokenizer of a text run: ``tokenizer`` option, else ``vocab_file``, else the
+    pretrained checkpoint's own, else WordPiece trained on the training texts (cached)."""
+    from posjax.data.corpus import load_tokenizer
+    from posjax.data.text import vocab_tokenizer, wordpiece_tokenizer
+
+    if getattr(cfg, "tokenizer", None):
+        return load_tokenizer(cfg.tokenizer)
+    if cfg.vocab_file:
+        return vocab_tokenizer(cfg.vocab_file)
+    if getattr(cfg, "pretrained", None):
+        from posjax.pretrained import resolve
+        return load_tokenizer(resolve(cfg.pretrained))
+    cache = os.path.join(out_dir, "tokenizer",
+                         f"{name}-v{cfg.tokenizer_vocab}-{_texts_digest(train_texts)}.json")
+    return wordpiece_tokenizer(train_texts, vocab_size=cfg.tokenizer_vocab, cache_path=cache)
+
+
+def prepare_corpus(cfg: Any, out_dir: str):
+    """``--dataset text``: a custom corpus as the experiment's ``Prepared`` (``train``/``test``
+    are None when the files carry no labels: E4 is then skipped)."""
+    from posjax.data.corpus import load_corpus
+
+    if not cfg.data_dir:
+        raise ValueError("--dataset text needs --data-dir DIR (.txt, .jsonl, .parquet or .csv)")
+    splits = load_corpus(cfg.data_dir, text_column=cfg.text_column)
+    train = splits["train"]
+    tok = text_tokenizer(cfg, train.texts, out_dir, "text")
+    geo = tok.encode(train.texts, cfg.num_positions, keep_special=cfg.keep_special)
+    labelled = train.labels is not None
+    evaluation = next((splits[s] for s in ("validation", "test") if s in splits), None)
+    arrays: dict[str, Any] = {"train": None, "test": None}
+    note = None
+    if labelled and (evaluation is None or evaluation.labels is None):
+        note = "E4 skipped: no labelled validation/test file"
+    elif not labelled:
+        note = "E4 skipped: the corpus has no label column"
+    else:
+        arrays = model_arrays(tok, train, evaluation, cfg)
+    num_classes = (int(max(train.labels.max(), evaluation.labels.max())) + 1
+                   if arrays["train"] is not None else 0)
+    info = {"source": {k: list(s.files) for k, s in splits.items()},
+            "tokenizer": {"source": tok.source, "vocab_size": tok.vocab_size,
+                          "pad_id": tok.pad_id},
+            "geometry_corpus": {"split": "train", "sequences": len(train),
+                                "keep_special": cfg.keep_special,
+                                "truncated_fraction": float(np.mean(
+                                    geo.lengths >= cfg.num_positions)),
+                                "length_median": float(np.median(geo.lengths))},
+            "E4_note": note}
+    return Prepared(geo.tokens, geo.lengths, tok.pad_id, tok.vocab_size, None, arrays["train"],
+                    arrays["test"], num_classes, 0 if cfg.keep_special else 1, info)

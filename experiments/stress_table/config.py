@@ -1,0 +1,199 @@
+"""Options of the stress experiment: :class:`StressConfig`, the presets and :func:`make_config`."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from experiments.stress_table.geometry import has_gram_factorisation
+from experiments.stress_table.train import E4_ENCODINGS
+
+DATASETS = ("synthetic", "sst2", "imdb", "text")
+# Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
+# encodings, or changing the checkpoint interval, keeps the finished cells.
+_NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodings",
+                "checkpoint_every", "sens_samples", "sens_repeats")
+# Options of the geometry path: part of the E4 cell salt only when the matrix-free path ran (the
+# dense path's cells do not depend on them, so runs stored before they existed stay valid).
+_PATH_OPTIONS = ("geometry", "matrix_free_above", "matrix_free_k", "stress_exact_max",
+                 "stress_pairs")
+
+
+@dataclasses.dataclass(frozen=True)
+class StressConfig:
+    """Every option of the experiment; each reading in docs/interpretations.md is a field.
+
+    Geometry (arXiv 2604.05217; docs/interpretations.md): ``metric`` (chord, Eq. (3)); ``keep_special`` ([CLS]/[SEP]
+    kept as ordinary tokens); ``pad_mode``; ``smoothing``; ``top_k``; ``min_count`` (positions
+    with fewer samples end the analysed range); ``tau`` (full rank r_tau); ``eps`` (low rank
+    r_eps, energy rule); stresses are Eq. (4) without square root, reported both raw and at the
+    optimal scale (raw is the primary number for MDS rows, sigma* for all others);
+    ``sinusoidal_dim``/``rope_head_dim``/``rope_mode``/``alibi_scale`` (adapters, docs/interpretations.md);
+    ``smacof_*``. Geometry path: ``geometry`` (``"auto"``: dense up to ``matrix_free_above``
+    positions, matrix-free above; ``"dense"``; ``"matrix_free"``), ``matrix_free_k`` (top-k
+    eigenpairs of B), ``stress_exact_max`` and ``stress_pairs`` (exact streamed stress up to that
+    n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic
+    corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``, ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
+    sizes, ``pooling``, optimiser, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
+    variant of D it is built from).
+    """
+
+    dataset: str = "synthetic"
+    mode: str = "paper"                 # the preset (quick, gpu, paper)
+    seeds: int = 3
+    data_seed: int = 0
+    encodings: tuple[str, ...] = E4_ENCODINGS
+    # geometry
+    metric: str = "chord"
+    keep_special: bool = True
+    pad_mode: str = "drop"
+    smoothing: float = 0.0
+    top_k: int | None = None
+    min_count: int = 1
+    tau: float = 1e-6
+    eps: float = 1e-3
+    eps_alt: float = 1e-2
+    sinusoidal_dim: int = 768
+    rope_head_dim: int = 64
+    rope_mode: str = "kernel"
+    alibi_scale: Any = None
+    alibi_heads: int = 12
+    smacof_max_iter: int = 300
+    smacof_tol: float | None = None  # None: 4 ulps of the data dtype (see geometry.smacof)
+    # dense n x n geometry or matrix-free (experiments/stress_table/geometry.py)
+    geometry: Literal["auto", "dense", "matrix_free"] = "auto"
+    matrix_free_above: int = 4096       # auto: matrix-free when n > this
+    matrix_free_k: int = 64             # top-k eigenpairs of B on the matrix-free path
+    stress_exact_max: int = 8192        # matrix-free stress exact (streamed) up to this n
+    stress_pairs: int = 200_000         # else estimated from this many sampled pairs (95 % CI)
+    # synthetic corpus and task
+    num_positions: int | None = 128
+    vocab_size: int = 2000
+    samples_per_position: int = 100_000
+    mixing: str = "linear"
+    alpha: float = 0.1
+    task_shift: int | None = None
+    train_examples: int | None = 20_000
+    test_examples: int | None = 4096
+    # text
+    max_len: int = 64
+    tokenizer_vocab: int = 8000
+    vocab_file: str | None = None
+    data_dir: str | None = None
+    hub_timeout: float = 5.0
+    # sensitivity (docs/interpretations.md toy: V = 2000, n = 128)
+    sens_positions: int = 128
+    sens_vocab: int = 2000
+    sens_samples: tuple[int | None, ...] = (None, 100_000, 10_000, 1_000)
+    sens_repeats: int = 3
+    # model and training (E4)
+    d_model: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    d_ff: int = 512
+    dropout: float = 0.0
+    pooling: str = "mean"
+    steps: int = 2000
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.1
+    checkpoint_every: int = 0
+    progress: bool = False
+    mds_variant: str = "plugin"
+    mds_scale: float = 1.0
+    mds_trainable: str = "both"
+    mds_lift: str = "pad"
+    mds_max_rank: int | None = None
+    # pretrained checkpoint row and custom corpora (experiments/stress_table/data.py)
+    pretrained: str | None = None
+    pretrained_layernorm: bool = False
+    tokenizer: str | None = None
+    text_column: str | None = None
+
+    def __post_init__(self):
+        if self.dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose one of "
+                             f"{', '.join(DATASETS)}")
+        if self.dataset == "synthetic" and (self.data_dir or self.vocab_file):
+            raise ValueError("--data-dir and --vocab-file apply to sst2 and imdb only")
+        if self.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
+        bad = sorted(set(self.encodings) - set(E4_ENCODINGS))
+        if bad:
+            raise ValueError(f"unknown E4 encodings {bad}; choose from {', '.join(E4_ENCODINGS)}")
+        if self.mds_variant not in ("plugin", "split_half", "exact"):
+            raise ValueError(f"mds_variant must be plugin, split_half or exact, got "
+                             f"{self.mds_variant!r}")
+        if self.mds_variant == "exact" and self.dataset != "synthetic":
+            raise ValueError("mds_variant='exact' exists only for the synthetic dataset")
+        if self.geometry not in ("auto", "dense", "matrix_free"):
+            raise ValueError(f"geometry must be auto, dense or matrix_free, got {self.geometry!r}")
+        for key in ("matrix_free_above", "matrix_free_k", "stress_exact_max"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.stress_pairs < 2:
+            raise ValueError(f"stress_pairs must be >= 2, got {self.stress_pairs}")
+        if self.geometry == "matrix_free":
+            if not has_gram_factorisation(self.metric):
+                raise ValueError(f"geometry='matrix_free' needs the chord or normalized metric "
+                                 f"(B of {self.metric!r} has no Gram factorisation)")
+            if self.mds_variant == "split_half":
+                raise ValueError("mds_variant='split_half' needs geometry='dense' (split-half "
+                                 "debiasing is not computed matrix-free)")
+        if self.pooling not in ("cls", "mean", "last"):
+            raise ValueError(f"pooling must be cls, mean or last, got {self.pooling!r}")
+
+    def record(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[tuple[str, str], dict[str, Any]] = {
+    ("synthetic", "paper"): {},
+    # one H200 in <= 8 min: the paper-scale synthetic corpus and E4 encoders, 5 seeds
+    ("synthetic", "gpu"): dict(seeds=5),
+    ("synthetic", "quick"): dict(num_positions=32, vocab_size=500, samples_per_position=20_000,
+                                 train_examples=3000, test_examples=1024, seeds=3, d_model=32,
+                                 num_layers=2, num_heads=2, d_ff=64, steps=200, batch_size=32,
+                                 learning_rate=3e-3, sens_repeats=2),
+    ("sst2", "paper"): dict(num_positions=64, max_len=64, train_examples=None, test_examples=None,
+                           d_model=256, num_layers=4, num_heads=4, d_ff=1024, dropout=0.1,
+                           pooling="cls", steps=3000, batch_size=64, learning_rate=3e-4,
+                           checkpoint_every=1000),
+    ("sst2", "quick"): dict(num_positions=64, max_len=64, train_examples=2000, test_examples=500,
+                            tokenizer_vocab=3000, seeds=3, d_model=32, num_layers=2, num_heads=2,
+                            d_ff=64, pooling="cls", steps=150, learning_rate=1e-3,
+                            sens_repeats=1),
+    ("text", "paper"): dict(num_positions=128, max_len=128, train_examples=None,
+                           test_examples=None, d_model=256, num_layers=4, num_heads=4, d_ff=1024,
+                           dropout=0.1, pooling="cls", steps=3000, learning_rate=3e-4),
+    ("text", "quick"): dict(num_positions=32, max_len=32, train_examples=2000, test_examples=500,
+                            tokenizer_vocab=1000, seeds=3, d_model=32, num_layers=2, num_heads=2,
+                            d_ff=64, pooling="cls", steps=100, learning_rate=1e-3,
+                            sens_repeats=1),
+    ("imdb", "paper"): dict(num_positions=512, max_len=512, train_examples=None,
+                           test_examples=None, d_model=256, num_layers=4, num_heads=4, d_ff=1024,
+                           dropout=0.1, pooling="cls", steps=3000, batch_size=32,
+                           learning_rate=3e-4, checkpoint_every=1000),
+    ("imdb", "quick"): dict(num_positions=256, max_len=256, train_examples=1000,
+                            test_examples=300, tokenizer_vocab=3000, seeds=3, d_model=32,
+                            num_layers=2, num_heads=2, d_ff=64, pooling="cls", steps=100,
+                            learning_rate=1e-3, batch_size=32, sens_repeats=1),
+}
+for _d in ("sst2", "imdb"):  # the paper-scale text runs fit one H200 as they are
+    PRESETS[(_d, "gpu")] = PRESETS[(_d, "paper")]
+
+
+def make_config(dataset: str, *, quick: bool = False, preset: str | None = None,
+                **overrides: Any) -> StressConfig:
+    """The preset ``(dataset, quick|gpu|paper)`` with ``overrides`` applied (``quick=True`` is
+    ``preset="quick"``; the default is paper)."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+    mode = preset or ("quick" if quick else "paper")
+    if (dataset, mode) not in PRESETS:
+        raise ValueError(f"unknown preset {mode!r}; choose quick, gpu or paper")
+    fields = {f.name for f in dataclasses.fields(StressConfig)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown}; valid: {', '.join(sorted(fields))}")
+    return StressConfig(dataset=dataset, mode=mode, **{**PRESETS[(dataset, mode)], **overrides})

@@ -1,0 +1,189 @@
+"""Driver of the stress experiment (see the package docstring): :func:`run` and the command
+line :func:`main`."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Sequence
+
+import jax
+
+from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
+                                run_cli, versions, write_json)
+from experiments.stress_table import geometry as G
+from experiments.stress_table import report as R
+from experiments.stress_table.config import (_NOT_RESULTS, _PATH_OPTIONS, StressConfig,
+                                             make_config)
+from experiments.stress_table.data import prepare
+from experiments.stress_table.geometry import (analyse_matrix_free, fixed_coordinates,
+                                               not_computed, pretrained_e1_rows)
+from experiments.stress_table.train import train_cell
+
+
+def _salt(cfg: StressConfig, keys: Sequence[str] | None = None, path: str = "dense"
+          ) -> dict[str, Any]:
+    drop = _NOT_RESULTS + (_PATH_OPTIONS if path == "dense" else ())
+    rec = {k: v for k, v in cfg.record().items() if k not in drop}
+    if path != "dense":
+        rec["geometry_path"] = path
+    return rec if keys is None else {k: rec[k] for k in keys}
+
+
+def _sensitivity(cfg: StressConfig, out_dir: str, log) -> list[dict]:
+    store = CellStore(out_dir, {"part": "sensitivity", **_salt(cfg, (
+        "metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
+        "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads"))})
+    cells: dict[tuple, list[dict]] = {}
+    settings, path_key = G.sensitivity_settings(cfg)
+    for samples, debias in settings:
+        reps = 1 if samples is None else cfg.sens_repeats
+        cells[(samples, debias)] = [
+            store.compute({"samples": samples, "debias": debias, "repeat": k, **path_key},
+                          lambda s=samples, d=debias, k=k: G.sensitivity_cell(cfg, s, d, k))
+            for k in range(reps)]
+    log(f"sensitivity: {len(cells)} settings done"
+        + (" (matrix-free: no split-half cells)" if path_key else ""))
+    return G.summarise_sensitivity(cells)
+
+
+def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
+    """Run the whole experiment into ``out_dir`` and return the results dict."""
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    os.makedirs(out_dir, exist_ok=True)
+    timing: dict[str, float] = {}
+    prep = prepare(cfg, out_dir)
+    timing["data"] = time.perf_counter() - t_start
+
+    t0 = time.perf_counter()
+    with jax.enable_x64(True):
+        path, variants, ginfo = G.geometry_variants(prep, cfg)
+        n = ginfo["n"]
+        summaries, arrays = {}, {}
+        if path == "dense":
+            fixed = G.fixed_distances(n, cfg)
+            for name, v in variants.items():
+                summaries[name], arrays[name] = G.analyse(v["D"], v["D_fr"], cfg, fixed)
+        else:
+            fixed = fixed_coordinates(n, cfg)
+            for name, v in variants.items():
+                summaries[name], arrays[name] = analyse_matrix_free(v["P"], cfg, fixed)
+    timing["geometry"] = time.perf_counter() - t0
+    log(f"geometry ({path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
+        f"{ginfo['N_i']['median']:.0f}/{ginfo['N_i']['max']:.0f}, "
+        f"r_low={summaries['plugin']['r_low']} ({timing['geometry']:.1f} s)")
+
+    t0 = time.perf_counter()
+    store = CellStore(out_dir, {"part": "E4", **_salt(cfg, path=path)})
+    targets = G.as_targets(variants, cfg)
+    mds_coords = arrays[cfg.mds_variant]["coords_low"]
+    e4_rows = []
+    if prep.train is None:
+        log(prep.info.get("E4_note") or "E4 skipped: no labels")
+    for pe in (cfg.encodings if prep.train is not None else ()):
+        for seed in range(cfg.seeds):
+            found = store.get({"pe": pe, "seed": seed})
+            row = found if found is not None else store.put(
+                {"pe": pe, "seed": seed},
+                train_cell(cfg, prep, pe, seed, mds_coords, targets, out_dir))
+            e4_rows.append(row)
+            how = "stored" if found is not None else f"{row['seconds']:.1f} s"
+            log(f"E4 {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
+    timing["E4"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    sens_rows = _sensitivity(cfg, out_dir, log)
+    timing["sensitivity"] = time.perf_counter() - t0
+
+    trained = {key: [r["trained_stress"] for r in e4_rows
+                     if r["pe"] == pe and r.get("trained_stress")]
+               for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
+    e1 = {v: R.e1_entries(summaries[v], trained, v) for v in variants}
+    if path == "matrix_free":  # trained encoders whose stress needs distances: say so
+        for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5")):
+            for v in e1:
+                if any(r["pe"] == pe for r in e4_rows) and key not in e1[v]:
+                    e1[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
+    if cfg.pretrained:
+        with jax.enable_x64(True):
+            for v, rows in pretrained_e1_rows(cfg, prep, targets).items():
+                e1[v].update(rows)
+    e4 = R.e4_summary(e4_rows)
+    ceiling = prep.info.get("task", {}).get("bayes_accuracy")
+    claim_list = R.claims(e1, summaries, e4, cfg, ceiling)
+    files = R.plots(out_dir, variants, arrays, e1, e4, sens_rows)
+    timing["total"] = time.perf_counter() - t_start
+    timing["cpu_total"] = time.process_time() - cpu_start
+
+    results = {
+        "experiment": "stress_table", "paper": "arXiv 2604.05217",
+        "dataset": cfg.dataset, "mode": cfg.mode,
+        "interpretation": {
+            "metric": cfg.metric, "stress": "Eq.(4) normalised raw stress, no square root",
+            "stress_scale": {"mds_rows": "raw (primary) and optimal",
+                             "other_rows": "optimal (primary) and raw"},
+            "special_tokens": {"keep_special": cfg.keep_special,
+                               "model_inputs": "[CLS] ... [SEP]" if cfg.dataset != "synthetic"
+                               else "none (synthetic corpus has no specials)"},
+            "pad_mode": cfg.pad_mode, "smoothing": cfg.smoothing, "top_k": cfg.top_k,
+            "min_count": cfg.min_count,
+            "rank_rule": {"full": ["threshold", cfg.tau], "low": ["energy", cfg.eps],
+                          "low_alt": ["energy", cfg.eps_alt]},
+            "geometry": ginfo["geometry"],
+            "debias_variants": list(variants), "N_i": ginfo["N_i"],
+            "N_i_per_half": ginfo["N_i_per_half"], "n": n,
+            "adapters": {"sinusoidal_dim": cfg.sinusoidal_dim, "rope_head_dim": cfg.rope_head_dim,
+                         "rope_mode": cfg.rope_mode, "alibi_scale": cfg.alibi_scale,
+                         "learned": "raw rows (no LayerNorm) of the trained E4 table"},
+            "mds_pe": {"variant": cfg.mds_variant, "rank_rule": ["energy", cfg.eps],
+                       "scale": cfg.mds_scale, "trainable": cfg.mds_trainable,
+                       "lift": cfg.mds_lift, "max_rank": cfg.mds_max_rank,
+                       "rank_cap": "min(r_eps, d_model, mds_max_rank)", "fill": "nearest",
+                       "registry": "pe='mds' (posjax.encodings.mds)"},
+            "erank_on": "eig_B", "neg_eig": "clip",
+        },
+        "options": cfg.record(), "versions": versions(), "data": prep.info,
+        "geometry": {"info": ginfo, "variants": summaries},
+        "E1": e1, "E2": {v: s["E2"] for v, s in summaries.items()},
+        "E3": {v: s["E3"] for v, s in summaries.items()},
+        "E4": {"rows": e4_rows, "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
+                                            for pe, s in e4.items()},
+               "bayes_accuracy": ceiling},
+        "sensitivity": {"rows": sens_rows, "geometry": G.geometry_path(cfg, cfg.sens_positions),
+                        "spec_toy": {str(k): v for k, v in
+                                     G.INTERPRETATIONS_TOY_STRESS.items()}},
+        "claims": claim_list, "timing_s": timing, "files": files,
+    }
+    write_json(os.path.join(out_dir, "results.json"), results)
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write(R.report_markdown(results, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list))
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = experiment_parser("Stress of positional encodings vs the Hellinger geometry of positional "
+                          "statistics (arXiv 2604.05217)", default_out="runs/stress_table")
+    p.add_argument("--dataset", default="synthetic", help="synthetic, sst2 or imdb")
+    p.add_argument("--data-dir", default=None,
+                   help="local <split>.parquet|csv|jsonl files "
+                        "(default: $POSJAX_DATA_DIR, else the hub)")
+    p.add_argument("--vocab-file", default=None, help="a bert-base-uncased vocab.txt")
+    p.add_argument("--pretrained", default=None,
+                   help="checkpoint dir or hub id: adds its learned position table to E1")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer.json, vocab.txt or checkpoint directory")
+    p.add_argument("--progress", action="store_true", help="show training progress bars")
+    args = p.parse_args(argv)
+    overrides = config_overrides(StressConfig, args, ("data_dir", "vocab_file", "pretrained",
+                                                      "tokenizer", "progress"))
+    cfg = make_config(args.dataset, preset=preset_name(args), **overrides)
+    results = run(cfg, args.out)
+    print()
+    print(R.compact_e1(results))
+    print(f"\nreport:  {os.path.join(args.out, 'report.md')}")
+    print(f"results: {os.path.join(args.out, 'results.json')}")
+    plots = ", ".join(os.path.basename(f) for f in results["files"].values())
+    print(f"plots:   {plots} in {args.out}")
+    print(f"wall time: {results['timing_s']['total']:.1f} s "
+          f"(process CPU time {results['timing_s']['cpu_total']:.1f} s)")
+    return results
+
