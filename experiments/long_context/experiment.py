@@ -8,8 +8,9 @@ training length, for every causal PE.
 Per PE one ensemble of ``seeds`` small causal pre-LN decoders
 (:func:`posjax.training.train_ensemble`; each seed its own init and data order) is trained at
 length L on the corpus's contiguous stream with passkey and needle rows of length <= L mixed in
-(so retrieval is learnable), then evaluated with :mod:`posjax.evals` at lengths ``eval_factors x L`` (default 1, 2, 4, 8): perplexity
-(non-overlapping windows of held-out stream), passkey and needle exact match (length x depth),
+(so retrieval is learnable), then evaluated with :mod:`posjax.evals` at lengths
+``eval_factors x L`` (default 1, 2, 4, 8): perplexity (non-overlapping windows of held-out
+stream), passkey and needle exact match (length x depth),
 attention entropy / distance / sink mass. RoPE's training-free scalings (linear, NTK, YaRN,
 llama3, and LongRoPE without searched factors = its attention factor alone) are applied at
 evaluation time to the trained RoPE models with ``s = max(1, l / L)`` at each evaluated length
