@@ -39,14 +39,16 @@ class _Result:
 
 
 def _summary(run: dict, results) -> str:
+    from ntk.report import nt_moves
     lines = []
     for r in results:
         flips = ", ".join(r.data.get("neural_tangents", [])) or "none"
+        moves = ", ".join(nt_moves(r)) or "none"
         lines.append(f"  - `{r.name}` ({r.data.get('kind')}): "
                      f"**{r.data.get('robust_verdict')}** over its grid (default "
                      f"{'PASS' if r.passed else 'FAIL'}, statistic {r.statistic:.4g} vs "
                      f"{r.threshold:.4g}); neural-tangents functions whose poison flips it: "
-                     f"{flips}")
+                     f"{flips}; whose poison moves its statistic: {moves}")
     verdicts = [r.data.get("robust_verdict") for r in results]
     if not run.get("mutants", True):
         head = (f"- **NTK checks (arXiv 2604.05217, Appendix A)**, `python -m ntk --quick "

@@ -24,16 +24,36 @@ def _as_float(x) -> float:
     return float(x)
 
 
+def nt_moves(r, rtol: float = 1e-9) -> list[str]:
+    """The neural-tangents functions whose poison *moves* the check's statistic (relative change
+    above ``rtol``), whether or not it flips the verdict: for a check whose verdict is FAIL no
+    poison of the theory side can be expected to turn it into a PASS, so this records where the
+    statistic depends on neural-tangents at all. An empty list means the statistic is computed
+    without any neural-tangents output."""
+    base = _as_float(r.statistic)
+    out = []
+    for name, row in r.data.get("mutants", {}).items():
+        if not name.startswith("nt:") or "skipped" in row or "statistic" not in row:
+            continue
+        v = _as_float(row["statistic"])
+        same = (v == base) or (abs(v - base) <= rtol * max(abs(base), abs(v)))
+        if not same:
+            out.append(name.split(":", 1)[1])
+    return out
+
+
 def _g(x) -> str:
     return f"{x:.4g}" if isinstance(x, (int, float)) else str(x)
 
 
 def results_table(results) -> str:
     """Markdown: check, kind, default verdict, verdict over the grid, statistic, threshold,
-    control, negative control, neural-tangents functions called / flipping the verdict."""
+    control, negative control, neural-tangents functions called / moving the statistic
+    (:func:`nt_moves`) / flipping the verdict."""
     rows = ["| check | kind | default | over the grid | statistic | threshold | control (must "
-            "hold) | negative control (must fail) | NT called | NT flips the verdict |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "hold) | negative control (must fail) | NT called | NT moves the statistic | NT flips "
+            "the verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         c, n = r.data.get("control", {}), r.data.get("negative_control", {})
         called = sorted({c_.split(".fn")[0] for c_ in r.data.get("nt_called", [])
@@ -44,7 +64,7 @@ def results_table(results) -> str:
             f"{_g(c.get('statistic', float('nan')))}: {'holds' if c.get('passed') else 'FAILS'} | "
             f"{_g(n.get('statistic', float('nan')))}: "
             f"{'holds (bad)' if n.get('passed') else 'fails (good)'} | "
-            f"{', '.join(called) or 'none'} | "
+            f"{', '.join(called) or 'none'} | {', '.join(nt_moves(r)) or 'none'} | "
             f"{', '.join(r.data.get('neural_tangents', [])) or 'none'} |")
     return "\n".join(rows)
 
@@ -159,6 +179,9 @@ def _plot(r, ax) -> None:
         ax.set_ylabel("c2 / c1 - 1 (tangent space)")
     elif name == "lemma5_hellinger_monotonicity":
         ax.semilogx(d["widths"], d["score"], "o-", label="exact displacements")
+        top = d["window"][-1]
+        ax.semilogx([top] * len(d["linearized_score"]), d["linearized_score"], "x",
+                    label="nt.linearize prediction")
         ax.axhline(d["synthetic_sqrtP"]["score"], color="g", ls="--", label="sqrt(P) isometry")
         ax.axhline(d["synthetic_P"]["score"], color="r", ls="--", label="P isometry")
         ax.axhline(0.0, color="k", lw=0.5)

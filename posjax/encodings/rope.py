@@ -89,6 +89,27 @@ def _reduce(x: jax.Array) -> jax.Array:
     return x
 
 
+# |position| up to which rope_angles is accurate to 2e-6 rad in float32 (see its docstring).
+PRECISION_BOUND = 1 << 20
+_warned_past_bound = False
+
+
+def _warn_past_precision_bound(positions) -> None:
+    """Warn once per process when concrete positions pass ``PRECISION_BOUND`` (the float32
+    angle then loses accuracy: about 0.25 rad at 2^23). Traced positions are not inspected."""
+    global _warned_past_bound
+    if _warned_past_bound or isinstance(positions, jax.core.Tracer):
+        return
+    pos = np.asarray(positions)
+    if pos.size and float(np.max(np.abs(pos))) > PRECISION_BOUND:
+        _warned_past_bound = True
+        import warnings
+        warnings.warn(f"RoPE position {float(np.max(np.abs(pos))):.0f} is past 2^20, the "
+                      f"precision bound of float32 angles (rope_angles); the rotation degrades "
+                      f"(about 0.25 rad at 2^23). Use float64 (x64) for such positions. "
+                      f"(warned once)", UserWarning, stacklevel=3)
+
+
 def rope_angles(positions: jax.Array, frequencies: jax.Array | np.ndarray, *,
                 dtype=jnp.float32) -> jax.Array:
     """Rotation angles ``positions[..., None] * frequencies`` (reduced to about [-pi, pi] in
@@ -106,7 +127,8 @@ def rope_angles(positions: jax.Array, frequencies: jax.Array | np.ndarray, *,
     ``p * theta`` modulo 2 pi, where theta is the float64 value when ``frequencies`` is a NumPy
     float64 array (as :func:`rope_frequencies` gives with ``dtype=np.float64``) and the float32
     value otherwise. A rotation by the angle then moves a vector by at most 2e-6 |x|
-    (``tests/reliability/test_rope_precision.py`` checks 1e-5 |x| against float64).
+    (``tests/reliability/test_rope_precision.py`` checks 1e-5 |x| against float64). Concrete
+    positions past 2^20 warn once per process (a ``UserWarning``); traced ones are not inspected.
 
     Args:
       positions: ``[...]`` integer or float positions.
@@ -118,6 +140,7 @@ def rope_angles(positions: jax.Array, frequencies: jax.Array | np.ndarray, *,
     """
     if jnp.dtype(dtype) != jnp.float32:
         return jnp.asarray(positions, dtype)[..., None] * jnp.asarray(frequencies, dtype)
+    _warn_past_precision_bound(positions)
     pos = jnp.asarray(positions, jnp.float32)[..., None]
     p_hi = jnp.trunc(pos * np.float32(1.0 / 4096.0)) * np.float32(4096.0)  # towards 0: the
     p_lo = jnp.trunc(pos - p_hi)                                               # differences

@@ -186,6 +186,11 @@ def topk_spectrum_report(eigenvalues: Any, trace: float, *, tau: float = 1e-6,
     if not trace > 0:
         raise ValueError(f"trace(B) must be positive, got {trace}")
     k = lam.size
+    top = float(np.maximum(lam, 0.0).sum())
+    if top > trace * (1.0 + 1e-3):  # beyond round-off: not the same matrix
+        raise ValueError(f"the top-{k} eigenvalues sum to {top:.6g} > trace(B) = {trace:.6g} "
+                         f"(lambda_1 share {lam[0] / trace:.3g}); the eigenvalues and the trace "
+                         f"are not of the same PSD matrix")
     frac = np.cumsum(np.maximum(lam, 0.0)) / trace
     r_tau = int(np.sum(lam > tau * lam[0]))
     r_eps = {}

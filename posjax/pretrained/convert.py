@@ -20,6 +20,8 @@ checkpoint's table (RoBERTa's 2 offset rows removed), any registry name builds t
 """
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,8 @@ import numpy as np
 from flax import nnx
 
 from posjax.models import Classifier, LanguageModel, Transformer, TransformerConfig
-from posjax.pretrained.hub import find, load_checkpoint
-from posjax.pretrained.tables import ROBERTA_LIKE, table_offset
+from posjax.pretrained.hub import load_checkpoint
+from posjax.pretrained.tables import ROBERTA_LIKE, find_unique, table_offset
 
 ENCODERS = ("bert", *ROBERTA_LIKE)
 HEADS = (None, "mlm", "classifier")
@@ -68,27 +70,46 @@ class MaskedLMHead(nnx.Module):
         return h @ self.embed.embedding[...].astype(h.dtype).T + self.bias[...].astype(h.dtype)
 
 
-def _set(param, value: np.ndarray) -> None:
-    value = jnp.asarray(value, jnp.float32)
-    if param.shape != value.shape:
-        raise ValueError(f"shape mismatch while loading: model {param.shape}, checkpoint "
-                         f"{value.shape}")
-    param.value = value
+class _Weights:
+    """The checkpoint's tensors, looked up by suffix (one match or an error); remembers which
+    keys were read so that :func:`load_hf` can account for the rest."""
+
+    def __init__(self, weights: dict[str, np.ndarray]):
+        self.weights = weights
+        self.used: set[str] = set()
+        self.key: dict[str, str] = {}  # suffix -> the key read
+
+    def get(self, suffix: str, required: bool = True) -> np.ndarray | None:
+        before = set(self.used)
+        value = find_unique(self.weights, suffix, required=required, used=self.used)
+        for key in self.used - before:
+            self.key[suffix] = key
+        return value
+
+    def set(self, param, suffix: str, value: np.ndarray | None = None) -> None:
+        """Copy tensor ``suffix`` (or ``value``, read under that name) into ``param``."""
+        value = self.get(suffix) if value is None else value
+        value = np.asarray(value)
+        if tuple(param.shape) != tuple(value.shape):
+            raise ValueError(f"tensor {self.key.get(suffix, suffix)} has shape "
+                             f"{tuple(value.shape)}; the model built from config.json needs "
+                             f"{tuple(param.shape)}")
+        param[...] = jnp.asarray(value, jnp.float32)
 
 
-def _linear(layer: nnx.Linear, weights: dict, name: str) -> None:
-    _set(layer.kernel, find(weights, name + ".weight").T)
-    _set(layer.bias, find(weights, name + ".bias"))
+def _linear(layer: nnx.Linear, weights: _Weights, name: str) -> None:
+    weights.set(layer.kernel, name + ".weight", weights.get(name + ".weight").T)
+    weights.set(layer.bias, name + ".bias")
 
 
-def _norm(layer: nnx.LayerNorm, weights: dict, name: str) -> None:
-    gain = find(weights, name + ".weight", required=False)
-    if gain is None:  # original BERT checkpoints name them gamma/beta
-        gain, bias = find(weights, name + ".gamma"), find(weights, name + ".beta")
+def _norm(layer: nnx.LayerNorm, weights: _Weights, name: str) -> None:
+    if weights.get(name + ".weight", required=False) is None:
+        # original BERT checkpoints name them gamma/beta
+        weights.set(layer.scale, name + ".gamma")
+        weights.set(layer.bias, name + ".beta")
     else:
-        bias = find(weights, name + ".bias")
-    _set(layer.scale, gain)
-    _set(layer.bias, bias)
+        weights.set(layer.scale, name + ".weight")
+        weights.set(layer.bias, name + ".bias")
 
 
 def hf_transformer_config(config: dict[str, Any], *, pe: str | None = None,
@@ -107,7 +128,10 @@ def hf_transformer_config(config: dict[str, Any], *, pe: str | None = None,
         raise ValueError(f"unsupported hidden_act {act!r}; supported: {sorted(_ACTIVATIONS)}")
     n = num_positions or int(config["max_position_embeddings"]) - table_offset(config)
     name = "learned" if pe in (None, "learned") else pe
-    options = {"num_positions": n} if name == "learned" else dict(pe_options or {})
+    options = dict(pe_options or {})
+    if name == "learned":
+        n = _learned_rows(options, n)
+        options["num_positions"] = n
     return TransformerConfig(
         vocab_size=int(config["vocab_size"]), num_layers=int(config["num_hidden_layers"]),
         d_model=int(config["hidden_size"]), num_heads=int(config["num_attention_heads"]),
@@ -117,6 +141,26 @@ def hf_transformer_config(config: dict[str, Any], *, pe: str | None = None,
         activation=_ACTIVATIONS[act], norm_eps=float(config.get("layer_norm_eps", 1e-12)),
         type_vocab_size=int(config.get("type_vocab_size", 2)), embed_norm=True,
         embed_init_std=float(config.get("initializer_range", 0.02)))
+
+
+def _learned_rows(options: dict[str, Any], rows: int) -> int:
+    """Rows of the checkpoint's table to keep for ``pe="learned"`` with ``pe_options``: options
+    that would only shape a fresh initialisation have no effect on a loaded table and are
+    refused; ``num_positions`` may keep the first rows only; ``trainable`` is passed on."""
+    idle = sorted(set(options) & {"init", "std", "scale"})
+    if idle:
+        raise ValueError(f"pe_options {idle} have no effect with pe='learned': the table is "
+                         f"loaded from the checkpoint (only num_positions and trainable apply)")
+    if options.get("per_layer"):
+        raise ValueError("pe_options per_layer=True: the checkpoint has one position table, "
+                         "not one per layer")
+    k = options.get("num_positions")
+    if k is None:
+        return rows
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 < k <= rows:
+        raise ValueError(f"pe_options num_positions must be an integer in [1, {rows}] (the "
+                         f"checkpoint's table has {rows} rows), got {k!r}")
+    return int(k)
 
 
 def _num_labels(config: dict, num_classes: int | None) -> int:
@@ -137,13 +181,22 @@ def load_hf(path_or_id: str | Path, *, head: str | None = None, num_classes: int
       head: None (``Transformer``), "mlm" (``LanguageModel``) or "classifier" (``Classifier``).
       num_classes: classes of the classifier head (default: the config's labels, else 2).
       pe: None/"learned" keeps the checkpoint's position table; another registry name swaps it.
-      pe_options: options of the swapped-in PE.
+      pe_options: options of the swapped-in PE; with ``pe`` None/"learned", ``num_positions``
+        (keep the table's first rows) and ``trainable`` (``False`` freezes it) apply, options
+        that only shape a fresh initialisation (``init``, ``std``, ``scale``) are refused.
       dtype: computation dtype (parameters stay float32).
       seed: PRNG seed of the weights the checkpoint does not have (new heads, a swapped PE).
 
     Returns:
       ``(model, config)``. Positions are 0..T-1 (RoBERTa's table offset already removed); the
       token type is 0 unless ``token_type_ids`` are passed to the ``Transformer``.
+
+    Every tensor is looked up by its name under any model prefix; two tensors matching one name
+    (e.g. a prefixed and an unprefixed position table) raise ``ValueError``. Tensors that are not
+    loaded are accounted for: layers beyond ``num_hidden_layers`` and a second position table
+    raise ``ValueError``; ``pooler.*``, ``embeddings.position_ids``, BERT's NSP head, the
+    tensors of a head other than ``head`` and (with a swapped PE) the position table are
+    expected and skipped silently; any other unused tensor is named in a ``UserWarning``.
     """
     if head not in HEADS:
         raise ValueError(f"head must be one of {HEADS}, got {head!r}")
@@ -159,62 +212,101 @@ def load_hf(path_or_id: str | Path, *, head: str | None = None, num_classes: int
     else:
         model = Classifier(cfg, _num_labels(hf, num_classes), "cls", rngs=rngs)
         body = model.transformer
-    _set(body.embed.embedding, find(weights, "embeddings.word_embeddings.weight"))
-    _set(body.type_embed.embedding, find(weights, "embeddings.token_type_embeddings.weight"))
-    _norm(body.embed_norm, weights, "embeddings.LayerNorm")
+    w = _Weights(weights)
+    w.set(body.embed.embedding, "embeddings.word_embeddings.weight")
+    w.set(body.type_embed.embedding, "embeddings.token_type_embeddings.weight")
+    _norm(body.embed_norm, w, "embeddings.LayerNorm")
     if cfg.pe == "learned":
-        table = find(weights, "embeddings.position_embeddings.weight")[table_offset(hf):]
-        _set(body.pe.embedding, table)
+        table = w.get("embeddings.position_embeddings.weight")
+        offset = table_offset(hf)
+        w.set(body.pe.embedding, "embeddings.position_embeddings.weight",
+              table[offset:offset + cfg.pe_options["num_positions"]])
     for i, block in enumerate(body.blocks):
         p = f"encoder.layer.{i}."
-        _linear(block.attn.query, weights, p + "attention.self.query")
-        _linear(block.attn.key, weights, p + "attention.self.key")
-        _linear(block.attn.value, weights, p + "attention.self.value")
-        _linear(block.attn.out, weights, p + "attention.output.dense")
-        _norm(block.norm1, weights, p + "attention.output.LayerNorm")
-        _linear(block.mlp.up, weights, p + "intermediate.dense")
-        _linear(block.mlp.down, weights, p + "output.dense")
-        _norm(block.norm2, weights, p + "output.LayerNorm")
+        _linear(block.attn.query, w, p + "attention.self.query")
+        _linear(block.attn.key, w, p + "attention.self.key")
+        _linear(block.attn.value, w, p + "attention.self.value")
+        _linear(block.attn.out, w, p + "attention.output.dense")
+        _norm(block.norm1, w, p + "attention.output.LayerNorm")
+        _linear(block.mlp.up, w, p + "intermediate.dense")
+        _linear(block.mlp.down, w, p + "output.dense")
+        _norm(block.norm2, w, p + "output.LayerNorm")
     if head == "mlm":
-        _attach_mlm_head(model, body, hf, weights, cfg, rngs)
+        _attach_mlm_head(model, body, hf, w, cfg, rngs)
     elif head == "classifier":
-        _attach_classifier_head(model, hf, weights, cfg, rngs)
+        _attach_classifier_head(model, hf, w, cfg, rngs)
+    _account_for_unused(w, cfg, head, path_or_id)
     return model, cfg
 
 
-def _attach_mlm_head(model, body, hf, weights, cfg, rngs) -> None:
+# Tensors a BERT/RoBERTa checkpoint may hold that load_hf does not need, by design: the pooler
+# (used by head="classifier" only), the position-id buffer, the NSP head of BertForPreTraining,
+# and the tensors of a head other than the one requested.
+_KNOWN_EXTRAS = re.compile(r"(^|\.)(pooler\.|embeddings\.position_ids$)|^cls\.seq_relationship\.")
+_HEAD_TENSORS = {"mlm": re.compile(r"^(cls\.predictions|lm_head)\."),
+                 "classifier": re.compile(r"^classifier\.")}
+_LAYER = re.compile(r"(?:^|\.)(?:layer|layers|h|block|blocks)\.(\d+)\.")
+_POSITION_TABLE = re.compile(r"(position_embeddings|embed_positions|wpe)\.weight$")
+
+
+def _account_for_unused(w: _Weights, cfg: TransformerConfig, head: str | None, source) -> None:
+    """Raise on unused tensors that change what the model computes if dropped (layers beyond
+    ``num_hidden_layers``, a second position table); warn listing any other unused tensor."""
+    unused = sorted(set(w.weights) - w.used)
+    layers = [k for k in unused if _LAYER.search(k)]
+    if layers:
+        ids = sorted({int(_LAYER.search(k).group(1)) for k in layers})
+        raise ValueError(f"checkpoint {source} holds tensors of layer(s) {ids} that load_hf "
+                         f"would not load (config.json num_hidden_layers = {cfg.num_layers}); "
+                         f"e.g. {layers[0]}. Fix num_hidden_layers or the weights")
+    tables = [k for k in unused if _POSITION_TABLE.search(k)]
+    if tables and cfg.pe == "learned":
+        raise ValueError(f"checkpoint {source} holds a second position table {tables} besides "
+                         f"{w.key['embeddings.position_embeddings.weight']}; remove one")
+    silent = [_KNOWN_EXTRAS] + [rx for name, rx in _HEAD_TENSORS.items() if name != head]
+    other = [k for k in unused if not any(rx.search(k) for rx in silent)
+             and not (cfg.pe != "learned" and _POSITION_TABLE.search(k))]
+    if other:
+        shown = ", ".join(other[:8]) + (f", ... ({len(other)} in all)" if len(other) > 8 else "")
+        warnings.warn(f"load_hf: {len(other)} tensor(s) of checkpoint {source} were not "
+                      f"loaded: {shown}", UserWarning, stacklevel=3)
+
+
+def _attach_mlm_head(model, body, hf, w: _Weights, cfg, rngs) -> None:
     roberta = hf["model_type"] in ROBERTA_LIKE
-    names = (("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder.weight")
+    names = (("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder")
              if roberta else ("cls.predictions.transform.dense",
                               "cls.predictions.transform.LayerNorm", "cls.predictions.bias",
-                              "cls.predictions.decoder.weight"))
-    if find(weights, names[2], required=False) is None:
+                              "cls.predictions.decoder"))
+    bias = w.get(names[2], required=False)
+    if bias is None:
         raise ValueError("head='mlm' needs the checkpoint's masked-LM head (a *ForMaskedLM or "
                          "*ForPreTraining checkpoint); this one has none")
     lm_head = MaskedLMHead(body.embed, cfg.d_model, eps=cfg.norm_eps, rngs=rngs,
                            activation="gelu_exact" if roberta else cfg.activation)
-    _linear(lm_head.dense, weights, names[0])
-    _norm(lm_head.norm, weights, names[1])
-    _set(lm_head.bias, find(weights, names[2]))
-    decoder = find(weights, names[3], required=False)
-    word = find(weights, "embeddings.word_embeddings.weight")
-    if decoder is not None and not np.array_equal(decoder, word):
-        raise ValueError("the checkpoint's MLM decoder is not tied to the word embeddings; "
-                         "untied decoders are not supported")
+    _linear(lm_head.dense, w, names[0])
+    _norm(lm_head.norm, w, names[1])
+    w.set(lm_head.bias, names[2])
+    word = w.get("embeddings.word_embeddings.weight")
+    for suffix, tied, what in ((".weight", word, "word embeddings"), (".bias", bias, names[2])):
+        value = w.get(names[3] + suffix, required=False)
+        if value is not None and not np.array_equal(value, tied):
+            raise ValueError(f"the checkpoint's MLM decoder {w.key[names[3] + suffix]} is not "
+                             f"tied to the {what}; untied decoders are not supported")
     model.head = lm_head
 
 
-def _attach_classifier_head(model, hf, weights, cfg, rngs) -> None:
+def _attach_classifier_head(model, hf, w: _Weights, cfg, rngs) -> None:
     head = PoolerHead(cfg.d_model, model.num_classes, rngs=rngs)
     if hf["model_type"] in ROBERTA_LIKE:
         dense, out = "classifier.dense", "classifier.out_proj"
     else:
         dense, out = "pooler.dense", "classifier"
-    if find(weights, dense + ".weight", required=False) is not None:
-        _linear(head.dense, weights, dense)
-    kernel = find(weights, out + ".weight", required=False)
+    if w.get(dense + ".weight", required=False) is not None:
+        _linear(head.dense, w, dense)
+    kernel = find_unique(w.weights, out + ".weight", required=False)
     if kernel is not None and kernel.shape[0] == model.num_classes:
-        _linear(head.out, weights, out)
+        _linear(head.out, w, out)
     model.head = head
 
 

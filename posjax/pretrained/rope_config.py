@@ -25,10 +25,38 @@ from typing import Any
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
 
 
+def _rope_block(config: dict[str, Any]) -> dict[str, Any]:
+    """``rope_parameters`` and ``rope_scaling`` as one dict: a config holding both (e.g.
+    ``rope_parameters`` with ``rope_theta`` only next to a linear ``rope_scaling``) gets their
+    union, ``type`` read as ``rope_type``; a key the two set to different values is an error
+    (never one block silently shadowing the other)."""
+    blocks = {}
+    for key in ("rope_parameters", "rope_scaling"):
+        value = config.get(key)
+        if value is None or value == {}:
+            continue
+        if not isinstance(value, dict):
+            raise ValueError(f"config field {key!r} must be a dict, got {type(value).__name__}")
+        blocks[key] = value
+    if len(blocks) < 2:
+        return dict(next(iter(blocks.values()), {}))
+    new, old = blocks["rope_parameters"], blocks["rope_scaling"]
+    if any(isinstance(v, dict) for v in (*new.values(), *old.values())):
+        if new != old:
+            raise ValueError("config has both rope_parameters and rope_scaling, with per-layer-"
+                             "type settings that differ; keep one")
+        return dict(new)
+    norm = lambda d: {("rope_type" if k == "type" else k): v for k, v in d.items()}
+    a, b = norm(new), norm(old)
+    clash = sorted(k for k in set(a) & set(b) if a[k] != b[k])
+    if clash:
+        raise ValueError(f"config has both rope_parameters and rope_scaling and they disagree on "
+                         f"{', '.join(f'{k} ({a[k]!r} vs {b[k]!r})' for k in clash)}; keep one")
+    return {**b, **a}
+
+
 def _scaling_dict(config: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
-    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    if not isinstance(params, dict):
-        raise ValueError(f"rope_parameters/rope_scaling must be a dict, got {type(params).__name__}")
+    params = _rope_block(config)
     nested = {k: v for k, v in params.items() if isinstance(v, dict)}
     if nested:
         if layer_type is None:
@@ -148,9 +176,12 @@ def _rope_1d(config: dict[str, Any], *, layer_type: str | None = None
         return "rope_llama3", options
     L = original()
     factor = params.get("factor")
-    if factor is None:
-        if max_pos is None:
-            raise ValueError(f"RoPE type {rope_type!r} needs factor or max_position_embeddings")
+    if factor is None:  # derived as max / original, which needs both (never a silent 1.0)
+        if max_pos is None or not (config.get("original_max_position_embeddings")
+                                   or params.get("original_max_position_embeddings")):
+            raise ValueError(f"RoPE type {rope_type!r} needs 'factor' in rope_parameters (or "
+                             f"original_max_position_embeddings and max_position_embeddings to "
+                             f"derive it)")
         factor = max_pos / L
     if rope_type == "yarn":
         options.update(factor=float(factor), original_max_len=L, ramp="index",

@@ -22,13 +22,34 @@ from pathlib import Path
 
 import numpy as np
 
-from posjax.pretrained.hub import find, load_checkpoint
+from posjax.pretrained.hub import load_checkpoint
 
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 TABLES = {"bert": "embeddings.position_embeddings.weight",
           "distilbert": "embeddings.position_embeddings.weight",
           "gpt2": "wpe.weight", "opt": "decoder.embed_positions.weight",
           **{m: "embeddings.position_embeddings.weight" for m in ROBERTA_LIKE}}
+
+
+def find_unique(weights: dict[str, np.ndarray], suffix: str, *, required: bool = True,
+                used: set[str] | None = None) -> np.ndarray | None:
+    """The one tensor whose key is ``suffix`` or ends with ``.suffix`` (any model prefix).
+
+    Unlike :func:`posjax.pretrained.hub.find` it never picks among several: two matching keys
+    (e.g. ``bert.embeddings.position_embeddings.weight`` and an unprefixed duplicate) raise a
+    ``ValueError`` naming both. ``used`` collects the key that was read.
+    """
+    hits = sorted(k for k in weights if k == suffix or k.endswith("." + suffix))
+    if len(hits) > 1:
+        raise ValueError(f"ambiguous checkpoint: {len(hits)} tensors match *{suffix}: "
+                         f"{', '.join(hits)}; remove all but one")
+    if not hits:
+        if required:
+            raise ValueError(f"checkpoint has no tensor named *{suffix}")
+        return None
+    if used is not None:
+        used.add(hits[0])
+    return weights[hits[0]]
 
 
 def table_offset(config: dict) -> int:
@@ -49,12 +70,12 @@ def layer_norm_rows(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: floa
 
 def embedding_layer_norm(weights: dict, config: dict) -> tuple[np.ndarray, np.ndarray, float]:
     """(gain, bias, eps) of the embedding LayerNorm (accepts the old gamma/beta names)."""
-    gain = find(weights, "embeddings.LayerNorm.weight", required=False)
+    gain = find_unique(weights, "embeddings.LayerNorm.weight", required=False)
     if gain is None:
-        gain = find(weights, "embeddings.LayerNorm.gamma")
-        bias = find(weights, "embeddings.LayerNorm.beta")
+        gain = find_unique(weights, "embeddings.LayerNorm.gamma")
+        bias = find_unique(weights, "embeddings.LayerNorm.beta")
     else:
-        bias = find(weights, "embeddings.LayerNorm.bias")
+        bias = find_unique(weights, "embeddings.LayerNorm.bias")
     eps = float(config.get("layer_norm_eps", 1e-12))
     return gain, bias, eps
 
@@ -75,7 +96,7 @@ def position_table(path_or_id: str | Path, *, post_layernorm: bool = False) -> n
     if model_type not in TABLES:
         raise ValueError(f"no learned position table known for model_type {model_type!r}; "
                          f"supported: {', '.join(sorted(TABLES))}")
-    table = find(weights, TABLES[model_type])[table_offset(config):]
+    table = find_unique(weights, TABLES[model_type])[table_offset(config):]
     if post_layernorm:
         if model_type in ("gpt2", "opt"):
             raise ValueError(f"{model_type} has no embedding LayerNorm; post_layernorm needs a "

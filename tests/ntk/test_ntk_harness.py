@@ -12,6 +12,7 @@ import pytest
 
 from ntk import checks, mutants
 from ntk.__main__ import main
+from ntk.report import nt_moves
 from ntk.recording import POISON_TARGETS, cached_with_calls, neural_tangents, poisoned
 from ntk.sweeps import SweepConfig
 
@@ -148,6 +149,13 @@ def test_poisoned_theory_sides_fail_the_lemmas(tiny_results):
         assert by[name]["nt:linearize"]["passed"] is False, name
     # An isotropic Theta_p: c2/c1 = 1 cannot shrink and misses the exact displacements.
     assert by["lemma4_distortion_bounds"]["nt:empirical_ntk_fn"]["passed"] is False
+    # L5's statistic is the score of the nt.linearize displacements: the exact model in their
+    # place moves it to the exact displacements' score.
+    l5 = next(r for r in tiny_results if r.name == "lemma5_hellinger_monotonicity")
+    assert l5.statistic == pytest.approx(min(l5.data["linearized_score"]), abs=0)
+    assert "linearize" in nt_moves(l5)
+    assert l5.data["mutants"]["nt:linearize"]["statistic"] == pytest.approx(
+        l5.data["exact_worst"], rel=1e-6)
     # Guards of a symmetry or an identity call no function whose poison could matter.
     lem2 = next(r for r in tiny_results if r.name == "lemma2_sufficiency")
     assert lem2.data["nt_called"] == [] and lem2.data["neural_tangents"] == []

@@ -342,3 +342,128 @@ def test_r12_generate_and_packing_arguments():
         pack_sequences([np.array([1, 2]), np.array([2 ** 32 + 5, 5], np.int64)], 4)
     with pytest.raises(ValueError, match="needs integer labels"):
         pack_sequences([np.array([1, 2]), np.array([3])], 4, labels=["pos", "neg"])
+
+
+# --- R9: load_hf accounts for every tensor it does not load ------------------------------------
+def _edit_checkpoint(path, config=None, add=(), drop=()):
+    import json
+
+    from safetensors.numpy import load_file, save_file
+
+    if config:
+        cfg = json.loads((path / "config.json").read_text())
+        (path / "config.json").write_text(json.dumps({**cfg, **config}))
+    w = load_file(path / "model.safetensors")
+    w = {k: v for k, v in w.items() if k not in drop}
+    save_file({**w, **dict(add)}, path / "model.safetensors")
+    return w
+
+
+def test_r9_load_hf_extras_ambiguity_and_learned_options(tmp_path):
+    import warnings
+
+    from posjax.pretrained import load_hf, position_table, write_tiny_checkpoint
+
+    # a config saying 2 layers over weights with 3 (old: 2 loaded silently)
+    deep = write_tiny_checkpoint(tmp_path / "deep", "bert", num_layers=3)
+    _edit_checkpoint(deep, config={"num_hidden_layers": 2})
+    with pytest.raises(ValueError, match=r"tensors of layer\(s\) \[2\].*num_hidden_layers = 2"):
+        load_hf(deep)
+    # an unprefixed duplicate position table (old: the shortest key was returned silently)
+    amb = write_tiny_checkpoint(tmp_path / "amb", "bert", max_positions=16)
+    w = _edit_checkpoint(amb, add={"embeddings.position_embeddings.weight":
+                                   np.ones((16, 32), np.float32)})
+    for load in (load_hf, position_table):
+        with pytest.raises(ValueError, match=r"ambiguous checkpoint: 2 tensors match "
+                                             r"\*embeddings\.position_embeddings\.weight"):
+            load(amb)
+    # a second table under another name is refused too; with a swapped PE it is not read
+    _edit_checkpoint(amb, add={"bert.embeddings.extra.position_embeddings.weight":
+                               np.ones((16, 32), np.float32)},
+                     drop=("embeddings.position_embeddings.weight",))
+    with pytest.raises(ValueError, match="second position table"):
+        load_hf(amb)
+    # BERT's known extras load silently; any other unused tensor is named in a warning
+    base = write_tiny_checkpoint(tmp_path / "base", "bert", max_positions=16)
+    _edit_checkpoint(base, add={"bert.embeddings.position_ids": np.arange(16)[None]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for head in (None, "mlm", "classifier"):
+            load_hf(base, head=head)
+        load_hf(amb, pe="rope")
+    # pe_options with pe="learned" are applied (old: dropped), or refused when they cannot apply
+    frozen, cfg = load_hf(base, pe_options={"trainable": False, "num_positions": 12})
+    table = w["bert.embeddings.position_embeddings.weight"]
+    assert cfg.max_len == 12 and cfg.pe_options == {"trainable": False, "num_positions": 12}
+    np.testing.assert_array_equal(np.asarray(frozen.pe.embedding[...]), table[:12])
+    assert not isinstance(frozen.pe.embedding, nnx.Param)  # frozen: not a trainable parameter
+    with pytest.raises(ValueError, match=r"pe_options \['std'\] have no effect"):
+        load_hf(base, pe_options={"std": 0.5})
+    with pytest.raises(ValueError, match=r"num_positions must be an integer in \[1, 16\]"):
+        load_hf(base, pe_options={"num_positions": 17})
+    _edit_checkpoint(base, add={"bert.encoder.adapter.weight": np.ones((4, 4), np.float32)})
+    with pytest.warns(UserWarning, match=r"1 tensor\(s\) .* not loaded: "
+                                         r"bert\.encoder\.adapter\.weight"):
+        load_hf(base)
+
+
+# --- R12 (rest): RoPE precision warning, HF RoPE blocks, segments, pairs, spectra ------------
+def test_r12_rope_warns_once_past_2_20(monkeypatch):
+    import warnings
+
+    from posjax.encodings import rope
+
+    monkeypatch.setattr(rope, "_warned_past_bound", False, raising=False)
+    x = jnp.ones((1, 2, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        rope.apply_rope(x, jnp.asarray([0, 2 ** 20]))                    # at the bound: silent
+        jax.jit(lambda p: rope.apply_rope(x, p))(jnp.asarray([0, 2 ** 23]))  # traced: silent
+    with pytest.warns(UserWarning, match=r"RoPE position 8388608 is past 2\^20"):
+        rope.apply_rope(x, jnp.asarray([0, 2 ** 23]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        rope.apply_rope(x, jnp.asarray([0, 2 ** 23]))                    # once per process
+
+
+def test_r12_hf_rope_blocks():
+    from posjax.pretrained import rope_from_hf_config
+
+    base = {"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096}
+    # yarn without a factor: old 1.0 silently; now derived from original/max, or refused
+    with pytest.raises(ValueError, match="RoPE type 'yarn' needs 'factor'"):
+        rope_from_hf_config({**base, "rope_scaling": {"rope_type": "yarn"}})
+    name, opts = rope_from_hf_config({**base, "rope_scaling": {
+        "rope_type": "yarn", "original_max_position_embeddings": 1024}})
+    assert name == "rope_yarn" and opts["factor"] == 4.0
+    # rope_parameters without rope_type next to a linear rope_scaling: old "rope" (shadowed)
+    name, opts = rope_from_hf_config({**base, "rope_parameters": {"rope_theta": 5e5},
+                                      "rope_scaling": {"type": "linear", "factor": 4.0}})
+    assert (name, opts["factor"], opts["base"]) == ("rope_linear", 4.0, 5e5)
+    with pytest.raises(ValueError, match=r"disagree on factor \(8\.0 vs 4\.0\)"):
+        rope_from_hf_config({**base, "rope_parameters": {"rope_type": "linear", "factor": 8.0},
+                             "rope_scaling": {"type": "linear", "factor": 4.0}})
+
+
+def test_r12_segments_pairs_and_spectrum():
+    from posjax.geometry import stress_from_distributions, topk_spectrum_report
+    from posjax.models import Classifier, TransformerConfig
+
+    cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=16,
+                            max_len=8)
+    clf = Classifier(cfg, 2, pooling="mean", rngs=nnx.Rngs(0))
+    tok = jnp.ones((1, 8), jnp.int32)
+    seg = jnp.asarray([[0, 0, 0, 1, 1, 2, 2, 2]])
+    assert clf(tok, segment_ids=seg).shape == (1, 3, 2)
+    with pytest.raises(ValueError, match="num_segments must be an integer >= 1, got -1"):
+        clf(tok, segment_ids=seg, num_segments=-1)  # old: empty logits [1, 0, 2]
+    with pytest.raises(ValueError, match="num_segments=2 but a row holds 3 segments"):
+        clf(tok, segment_ids=seg, num_segments=2)
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(5), 6)
+    X = rng.normal(size=(6, 2))
+    with pytest.raises(ValueError, match="pairs must be an integer .* got 2.7"):
+        stress_from_distributions(P, X, pairs=2.7)  # old: truncated to 2
+    assert topk_spectrum_report([0.5, 0.25], 1.0)["lambda1_share"] == 0.5
+    with pytest.raises(ValueError, match=r"sum to 2\.5 > trace\(B\) = 1 \(lambda_1 share 2\.5"):
+        topk_spectrum_report([2.5], 1.0)  # old: a share of 2.5 reported
