@@ -72,7 +72,8 @@ def corpus_stream(cfg: Any, cache_dir: str) -> tuple[np.ndarray, int, dict[str, 
                                     f"got {cfg.text_file!r}")
         with open(cfg.text_file, encoding="utf-8") as f:
             docs = [line.strip() for line in f if line.strip()]
-        tag = hashlib.sha1(f"{os.path.abspath(cfg.text_file)}:{len(docs)}".encode()).hexdigest()[:10]
+        key = f"{os.path.abspath(cfg.text_file)}:{len(docs)}"
+        tag = hashlib.sha1(key.encode()).hexdigest()[:10]
         tok = _tokenizer(docs, cfg.vocab_size, os.path.join(cache_dir, f"text_{tag}.json"))
         ids = [e.ids for e in tok.tokenizer.encode_batch(docs, add_special_tokens=False)]
         stream = np.concatenate([np.asarray(i, np.int32) for i in ids if i])[:n]

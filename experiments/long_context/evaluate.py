@@ -1,6 +1,7 @@
 """The four evaluations of ``experiments.long_context`` for one seed, from :mod:`posjax.evals`:
 perplexity (non-overlapping windows of the held-out stream rows), passkey and needle exact
-match of greedy decoding on the length x depth grid (the evaluated length counts the answer: prompt length l - key_length), and
+match of greedy decoding on the length x depth grid (the evaluated length counts the answer:
+prompt length l - key_length), and
 the attention diagnostics (mean over layers and heads)."""
 from __future__ import annotations
 

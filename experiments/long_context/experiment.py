@@ -5,11 +5,12 @@ training length, for every causal PE.
         [--set key=value ...]   (e.g. --set pes=none,rope,alibi,xpos dataset=synthetic;
                                  dataset=text text_file=PATH)
 
-Per PE one ensemble of ``seeds`` small causal pre-LN decoders (:func:`posjax.training.train_ensemble`;
-each seed its own init and data order) is trained at length L on the corpus's contiguous stream
-with passkey and needle rows of length <= L mixed in (so retrieval is learnable), then evaluated
-with :mod:`posjax.evals` at lengths ``eval_factors x L`` (default 1, 2, 4, 8): perplexity
-(non-overlapping windows of held-out stream), passkey and needle exact match (length x depth),
+Per PE one ensemble of ``seeds`` small causal pre-LN decoders
+(:func:`posjax.training.train_ensemble`; each seed its own init and data order) is trained at
+length L on the corpus's contiguous stream with passkey and needle rows of length <= L mixed in
+(so retrieval is learnable), then evaluated with :mod:`posjax.evals` at lengths
+``eval_factors x L`` (default 1, 2, 4, 8): perplexity (non-overlapping windows of held-out
+stream), passkey and needle exact match (length x depth),
 attention entropy / distance / sink mass. RoPE's training-free scalings (linear, NTK, YaRN,
 llama3, and LongRoPE without searched factors = its attention factor alone) are applied at
 evaluation time to the trained RoPE models with ``s = max(1, l / L)`` at each evaluated length
@@ -156,7 +157,8 @@ def train_pe(pe: str, cfg: LCConfig, corpus: dict, out: str) -> tuple[list, dict
                             out_dir=os.path.join(out, "train", pe),
                             run_config={"model": mcfg.to_dict()}, desc=f"train {pe}")
     info = {"loss": [m.get("loss") for m in result.metrics], "train_seconds": result.seconds,
-            "diverged": {str(k): v for k, v in result.diverged.items()}, "rows": len(batches[0].arrays["tokens"])}
+            "diverged": {str(k): v for k, v in result.diverged.items()},
+            "rows": len(batches[0].arrays["tokens"])}
     return list(result.models), info
 
 

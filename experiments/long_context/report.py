@@ -4,7 +4,7 @@
 in results.json under ``summary.figures``); :func:`write_report` draws the figures (matplotlib,
 Agg) and writes report.md; :func:`docs_block` renders the tables for docs/evaluations.md from a
 results.json (``python -m experiments.long_context.report RESULTS_JSON DOCS_MD [FIG_DIR]``
-replaces the block between the generated-block markers and copies the PNGs).
+replaces the block between the generated-block markers and copies the PNGs and results.json).
 """
 from __future__ import annotations
 
@@ -77,6 +77,7 @@ def summarise(cells: dict[str, dict], cfg) -> dict[str, Any]:
         v = ppl[pe]
         degrade = mean_ci(np.log(v[:, i_at]) - np.log(v[:, i_L]))
         worse = welch_ci(v[:, i_at], ppl[best_pe][:, i_at])
+        sink = figures["attention"][pe].get("sink", {}).get("mean", [None] * len(ls))
         ranking.append({"pe": pe, "ppl_L": mean_ci(v[:, i_L]), "ppl_at": mean_ci(v[:, i_at]),
                         "flag_L": bool(np.mean(v[:, i_L]) > 1.1 * best_L),
                         "degrades_past_L": {"ci": degrade, "verdict": verdict(degrade)},
@@ -84,8 +85,7 @@ def summarise(cells: dict[str, dict], cfg) -> dict[str, Any]:
                                             if pe != best_pe else None),
                         "passkey_at": _status_ci(figures["passkey"][pe], at),
                         "needle_at": _status_ci(figures["needle"][pe], at),
-                        "sink_L": figures["attention"][pe].get("sink", {}).get("mean", [None] * len(ls))[i_L],
-                        "sink_at": figures["attention"][pe].get("sink", {}).get("mean", [None] * len(ls))[i_at]})
+                        "sink_L": sink[i_L], "sink_at": sink[i_at]})
     return {"figures": figures, "ranking": ranking, "ppl_length": at, "best_pe": best_pe}
 
 
@@ -302,6 +302,7 @@ def update_docs(results_path: str, docs_path: str, fig_dir: str) -> None:
     with open(results_path) as f:
         results = json.load(f)
     os.makedirs(fig_dir, exist_ok=True)
+    shutil.copy(results_path, os.path.join(fig_dir, "results.json"))
     for n in FIGURES:
         shutil.copy(os.path.join(os.path.dirname(results_path), n), os.path.join(fig_dir, n))
     prefix = os.path.relpath(fig_dir, os.path.dirname(docs_path)) + "/"

@@ -72,7 +72,7 @@ def test_tiny_run_arrays_report_and_docs(tmp_path):
     body = docs.read_text()
     assert body.count(report.BEGIN) == 1 and body.startswith("# Doc")
     assert report.fmt_ci(ranking[0]["ppl_at"], 1.0, 2) in body
-    assert all((tmp_path / "figs" / n).exists() for n in report.FIGURES)
+    assert all((tmp_path / "figs" / n).exists() for n in report.FIGURES + ("results.json",))
 
 
 def test_training_rows_hold_retrievable_answers():
