@@ -203,7 +203,8 @@ class SelfAttention(nnx.Module):
                  deterministic: bool = True, rngs: nnx.Rngs | None = None,
                  return_weights: bool = False, qk: jax.Array | None = None,
                  cache: dict[str, Any] | None = None, cache_index: jax.Array | None = None,
-                 k_positions: jax.Array | None = None, prepared: Any = None):
+                 k_positions: jax.Array | None = None, prepared: Any = None,
+                 q_scale: jax.Array | None = None, ring_slots: jax.Array | None = None):
         """Args:
           x: ``[B, T, d]`` inputs (queries; also keys/values unless ``kv`` is given).
           pe: the layer's PE; its ``rotate`` hook is applied to q and k.
@@ -223,6 +224,12 @@ class SelfAttention(nnx.Module):
             decoding); default ``positions``. Only the ``logits`` hook reads them.
           prepared: ``pe.prepare(positions, positions)``, computed once per forward by the
             model (None: computed here).
+          q_scale: optional ``[B or 1, T]`` multipliers of the queries after ``rotate`` (Llama 4's
+            attention temperature, ``posjax.models.schedules.attention_temperature``).
+          ring_slots: with ``cache``, marks it a ring buffer of a windowed layer (``[B, R, ..]``):
+            attention runs over its R slots followed by the T new keys (``mask`` and ``bias``
+            are then ``[.., T, R + T]``), and the last ``len(ring_slots)`` new keys/values are
+            written at those slots (``(index + t) % R``; the ring wraps by design).
         """
         src = x if kv is None else kv
         q_src = x if qk is None else qk
@@ -234,8 +241,18 @@ class SelfAttention(nnx.Module):
             if prepared is None:
                 prepared = pe.prepare(positions, positions)
             q, k = pe.rotate_prepared(q, k, positions, positions, prepared)
+        if q_scale is not None:
+            q = q * q_scale[:, :, None, None].astype(q.dtype)
         new_cache = None
-        if cache is not None:
+        if cache is not None and ring_slots is not None:
+            m = ring_slots.shape[0]
+            k = k.astype(cache["key"].dtype)
+            v = v.astype(cache["value"].dtype)
+            new_cache = {"key": cache["key"].at[:, ring_slots].set(k[:, k.shape[1] - m:]),
+                         "value": cache["value"].at[:, ring_slots].set(v[:, v.shape[1] - m:])}
+            k = jnp.concatenate([cache["key"], k], axis=1)
+            v = jnp.concatenate([cache["value"], v], axis=1)
+        elif cache is not None:
             start = (0, cache_index, 0, 0)
             k = jax.lax.dynamic_update_slice(cache["key"], k.astype(cache["key"].dtype), start)
             v = jax.lax.dynamic_update_slice(cache["value"], v.astype(cache["value"].dtype),

@@ -93,6 +93,19 @@ class TransformerConfig:
         embeddings (BERT, arXiv 1810.04805 Sec. 3); type 0 unless ``token_type_ids`` are given.
       embed_norm: a LayerNorm on the summed input embeddings (token + type + additive PE), before
         the first block (BERT/RoBERTa).
+      layer_types: a per-layer attention schedule (None: every layer "full"): a pattern of
+        "full", "sliding" and "chunked" repeated (and cut) to ``num_layers``, or one entry per
+        layer (``posjax.models.schedules``; presets in ``schedules.PRESETS``).
+      layer_pe: a PE per layer kind, ``{kind: name}`` or ``{kind: {"pe": name, "options":
+        {...}}}`` (e.g. RoPE base 1e4 on "sliding", 1e6 on "full", or "none"); kinds left out
+        use ``pe``/``pe_options``. Its PEs act on attention only (rotate, bias, logits hooks).
+      sliding_window: keys a "sliding" layer sees: ``q - window < k <= q`` (causal) or
+        ``|q - k| <= window // 2`` (bidirectional, ModernBERT).
+      attention_chunk_size: "chunked" layers attend within chunks of this many positions.
+      attention_temperature: Llama 4's query temperature ``{"floor_scale": 8192, "attn_scale":
+        0.1, "layer_kinds": (...)}``: queries at position p scaled by
+        ``log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1`` on the layers of
+        ``layer_kinds`` (default: the layers whose PE is "none").
       ("gelu_exact" is the erf form of GELU used by BERT checkpoints; "gelu" is the tanh form.)
     """
 
@@ -122,6 +135,11 @@ class TransformerConfig:
     norm_eps: float = 1e-6
     type_vocab_size: int = 0
     embed_norm: bool = False
+    layer_types: tuple[str, ...] | None = None
+    layer_pe: dict[str, Any] | None = None
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    attention_temperature: dict[str, Any] | None = None
 
     def __post_init__(self):
         check_field_types(self, "TransformerConfig.")
@@ -157,22 +175,114 @@ class TransformerConfig:
                              f"got {self.type_vocab_size}")
         object.__setattr__(self, "pe_options", PEOptions(self.pe_options))
         self._check_pe()
+        self._check_schedule()
 
-    def _check_pe(self) -> None:
+    def _check_schedule(self) -> None:
+        """Validate and freeze the per-layer schedule fields (all None: a single-PE model)."""
+        from posjax.models.schedules import HF_LAYER_KINDS, LAYER_KINDS, expand_layer_types
+
+        if self.layer_types is not None:
+            kinds = tuple(HF_LAYER_KINDS.get(k, k) for k in self.layer_types)
+            bad = [k for k in kinds if k not in LAYER_KINDS]
+            if bad:
+                raise ValueError(f"TransformerConfig.layer_types: unknown kind {bad[0]!r}; "
+                                 f"kinds: {', '.join(LAYER_KINDS)}")
+            try:
+                expand_layer_types(kinds, self.num_layers)
+            except ValueError as e:
+                raise ValueError(f"TransformerConfig.layer_types: {e}") from None
+            object.__setattr__(self, "layer_types", kinds)
+        used = set(self.kinds)
+        for name, kind in (("sliding_window", "sliding"), ("attention_chunk_size", "chunked")):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"TransformerConfig.{name} must be >= 1, got {value}")
+            if kind in used and value is None:
+                raise ValueError(f"TransformerConfig.layer_types has {kind!r} layers but "
+                                 f"{name} is not set")
+        if self.layer_pe is not None:
+            specs = {}
+            for kind, spec in dict(self.layer_pe).items():
+                if kind not in LAYER_KINDS:
+                    raise ValueError(f"TransformerConfig.layer_pe: unknown layer kind {kind!r}; "
+                                     f"kinds: {', '.join(LAYER_KINDS)}")
+                if isinstance(spec, str):
+                    spec = {"pe": spec, "options": {}}
+                if not isinstance(spec, dict) or set(spec) - {"pe", "options"} or "pe" not in spec:
+                    raise ValueError(f"TransformerConfig.layer_pe[{kind!r}] must be a PE name or "
+                                     f"{{'pe': name, 'options': {{...}}}}, got {spec!r}")
+                specs[kind] = PEOptions(pe=spec["pe"], options=PEOptions(spec.get("options") or {}))
+            object.__setattr__(self, "layer_pe", PEOptions(specs))
+            from posjax.encodings.registry import info
+            for kind in sorted(used):
+                name, options = self.layer_pe_spec(kind)
+                self._check_pe(name, options, where=f"layer_pe[{kind!r}]")
+                hooks = info(name).hooks - {"rotate", "bias", "logits"}
+                if hooks:
+                    raise ValueError(f"TransformerConfig.layer_pe[{kind!r}]: PE {name!r} has the "
+                                     f"{'/'.join(sorted(hooks))} hook; a per-layer PE may act "
+                                     f"on attention only (rotate, bias, logits)")
+        if self.attention_temperature is not None:
+            temp = dict(self.attention_temperature)
+            unknown = set(temp) - {"floor_scale", "attn_scale", "layer_kinds"}
+            if unknown:
+                raise ValueError(f"TransformerConfig.attention_temperature: unknown keys "
+                                 f"{sorted(unknown)} (floor_scale, attn_scale, layer_kinds)")
+            floor = temp.setdefault("floor_scale", 8192.0)
+            temp.setdefault("attn_scale", 0.1)
+            if not float(floor) > 0:
+                raise ValueError(f"attention_temperature floor_scale must be > 0, got {floor}")
+            kinds = tuple(temp.get("layer_kinds") or ())
+            for k in kinds:
+                if k not in LAYER_KINDS:
+                    raise ValueError(f"attention_temperature layer_kinds: unknown kind {k!r}")
+            temp["layer_kinds"] = kinds
+            object.__setattr__(self, "attention_temperature", PEOptions(temp))
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The attention kind of every layer ("full" / "sliding" / "chunked")."""
+        from posjax.models.schedules import expand_layer_types
+
+        if self.layer_types is None:
+            return ("full",) * self.num_layers
+        return expand_layer_types(tuple(self.layer_types), self.num_layers)
+
+    def layer_pe_spec(self, kind: str) -> tuple[str, dict[str, Any]]:
+        """The PE (name, options) of the layers of ``kind``."""
+        spec = (self.layer_pe or {}).get(kind)
+        if spec is None:
+            return self.pe, dict(self.pe_options)
+        return spec["pe"], dict(spec["options"])
+
+    def temperature_layers(self) -> tuple[bool, ...]:
+        """Per layer: whether the attention temperature scales its queries."""
+        if self.attention_temperature is None:
+            return (False,) * self.num_layers
+        kinds = self.attention_temperature["layer_kinds"]
+        if kinds:
+            return tuple(k in kinds for k in self.kinds)
+        return tuple(self.layer_pe_spec(k)[0] == "none" for k in self.kinds)
+
+    def _check_pe(self, pe: str | None = None, options: dict | None = None, *,
+                  where: str = "pe") -> None:
         """Unknown PE names and bad PE options fail here, not when the model is built."""
         from posjax.encodings.base import PEContext
         from posjax.encodings.registry import build_options, info
 
+        pe = self.pe if pe is None else pe
+        options = dict(self.pe_options) if options is None else options
+        opt_where = "pe_options" if where == "pe" else where
         try:
-            info(self.pe)
+            info(pe)
         except ValueError as e:
-            raise ValueError(f"TransformerConfig.pe: {e}") from None
+            raise ValueError(f"TransformerConfig.{where}: {e}") from None
         try:
-            build_options(self.pe, dict(self.pe_options), PEContext(
+            build_options(pe, options, PEContext(
                 d_model=self.d_model, num_heads=self.num_heads, head_dim=self.head_dim,
                 max_len=self.max_len, num_layers=self.num_layers, causal=self.causal))
         except ValueError as e:
-            raise ValueError(f"TransformerConfig.pe_options: {e}") from None
+            raise ValueError(f"TransformerConfig.{opt_where}: {e}") from None
 
     @property
     def head_dim(self) -> int:

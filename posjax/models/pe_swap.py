@@ -24,6 +24,7 @@ def replace_pe(model: nnx.Module, pe: str, pe_options: Mapping[str, Any] | None 
             cfg = node.config.replace(pe=pe, pe_options=dict(pe_options or {}))
             fresh = Transformer(cfg, rngs=nnx.Rngs(seed))
             node.config, node.pes, node.shared_pe = cfg, fresh.pes, fresh.shared_pe
+            node.pe_of_layer = fresh.pe_of_layer
     if not found:
         raise ValueError(f"replace_pe: {type(model).__name__} holds no posjax Transformer")
     old = getattr(model, "config", None)
