@@ -27,8 +27,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, CellStore, experiment_parser, fmt_ci, markdown_table,
-                                mean_ci, resolve_config, run_cli, verdict, versions, write_json)
+from experiments.common import (CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
+                                converged_claim, experiment_parser, fmt_ci, loss_curve,
+                                loss_plateau, markdown_table, mean_ci, resolve_config, run_cli,
+                                versions, write_json)
 
 PES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope", "rope_plus_abs", "mla")
 REPORTED = {  # secondary-source numbers (unverified), for comparison only
@@ -203,7 +205,7 @@ def run_cell(s: Settings, task: str, pe: str, opts: dict, data_seed: int, init_s
     tc = TrainConfig(steps=steps, batch_size=s.batch_size, optimizer="adamw",
                      learning_rate=s.learning_rate, weight_decay=s.weight_decay, b1=s.b1,
                      b2=s.b2, eps=s.eps, schedule=s.schedule, warmup_fraction=s.warmup_fraction,
-                     seed=init_seed, log_every=max(1, min(100, steps)),
+                     seed=init_seed, log_every=max(1, min(100, steps // 20)),
                      checkpoint_every=s.checkpoint_every, progress=progress)
     t0 = time.perf_counter()
     batches = ArrayBatches(train_set, s.batch_size, seed=init_seed)
@@ -219,6 +221,7 @@ def run_cell(s: Settings, task: str, pe: str, opts: dict, data_seed: int, init_s
                                       return_baseline=True)
     out = {"test_accuracy": ev["accuracy"], "test_loss": ev["loss"], "steps": steps,
            "final_train": result.metrics, "train_seconds": seconds,
+           "loss_curve": loss_curve(os.path.join(run_dir, "metrics.jsonl")) if run_dir else [],
            "ablation_baseline": baseline, "ablated": ablated,
            "deposit": deposit_metrics(ablated, baseline, drop_threshold=s.drop_threshold,
                                       dominance_threshold=s.dominance_threshold)}
@@ -317,12 +320,15 @@ def claims(s: Settings, agg: dict, results: list[dict], prior: dict) -> list[str
     prior_of = {t: dict(zip(data_seeds, ps)) for t, ps in prior.items()}
 
     def stat(fn, *needed):
-        vals = []
+        """(95 % CI of the statistic over seed pairs, training-loss plateau of every run read)."""
+        vals, conv = [], []
         for ds, is_ in pairs:
             got = [by.get((t, row, ds, is_)) for t, row in needed]
             if all(g is not None for g in got):
                 vals.append(fn(*got, ds=ds))
-        return mean_ci(v for v in vals if np.isfinite(v))
+                conv += [loss_plateau(g.get("loss_curve"), f"{t}/{row}/data{ds}/init{is_}")
+                         for g, (t, row) in zip(got, needed)]
+        return mean_ci(v for v in vals if np.isfinite(v)), conv
 
     acc = lambda v: 100 * v["test_accuracy"]
 
@@ -354,16 +360,17 @@ def claims(s: Settings, agg: dict, results: list[dict], prior: dict) -> list[str
          stat(lambda a, b, c, ds: s.dominance_threshold - max(r0(a), r0(b), r0(c)),
               ("distance", "none"), ("count", "rope"), ("distance", "mla"))),
     ]
-    table = [[claim, paper, fmt_ci(ci, 1, 2), ci["n"], verdict(ci, 0.0)]
-             for claim, paper, ci in rows]
-    agg["claims"] = [{"claim": c, "paper": p, "ci": ci, "verdict": verdict(ci, 0.0)}
-                     for c, p, ci in rows]
+    agg["claims"] = [converged_claim({"claim": c, "paper": p, "ci": ci, "threshold": 0.0}, conv)
+                     for c, p, (ci, conv) in rows]
+    table = [[c["claim"], c["paper"], fmt_ci(c["ci"], 1, 2), c["ci"]["n"], converged_cell(c),
+              c["verdict"]] for c in agg["claims"]]
     return ["## Claims of arXiv 2505.13027 vs this run", "",
             "Paper numbers are unverified (secondary source). Reproduced: the statistic's 95 % "
             "CI lies above 0; not reproduced: at or below 0; inconclusive at this scale: the CI "
-            "contains 0 (or fewer than 2 seeds).", "",
-            markdown_table(["claim", "paper", "statistic, mean ± 95 % CI", "seeds", "verdict"],
-                           table), ""]
+            "contains 0 (or fewer than 2 seeds); untested at this scale: a run it reads has not "
+            f"converged ({PLATEAU_CRITERION}).", "",
+            markdown_table(["claim", "paper", "statistic, mean ± 95 % CI", "seeds",
+                            "converged runs", "verdict"], table), ""]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -166,13 +166,70 @@ def fmt_ci(ci: Mapping[str, Any], scale: float = 1.0, digits: int = 1) -> str:
     return f"{ci['mean'] * scale:.{digits}f} ± {half}"
 
 
-VERDICTS = ("reproduced", "not reproduced", "inconclusive at this scale")
+VERDICTS = ("reproduced", "not reproduced", "inconclusive at this scale",
+            "untested at this scale")
+
+# Convergence criteria, fixed before any run: a claim about converged behaviour is judged only on
+# runs that meet them.
+PLATEAU_TAIL = 0.25      # compare the last quarter of the logged training-loss curve ...
+PLATEAU_REL_TOL = 0.05   # ... with the quarter before it: a relative drop of at most 5 %
+IN_DISTRIBUTION_MIN = 0.9  # a task learned in distribution (accuracy / exact match at >= 90 %)
 
 
-def verdict(ci: Mapping[str, Any], threshold: float = 0.0) -> str:
-    """The verdict on a claim "the statistic exceeds ``threshold``", decided by its 95 % CI:
-    reproduced when the whole interval lies above, not reproduced when it lies at or below,
-    inconclusive when it straddles the threshold (or has fewer than 2 seeds)."""
+def loss_plateau(curve: Sequence[Sequence[float]] | None, run: str = "", *,
+                 tail: float = PLATEAU_TAIL, rel_tol: float = PLATEAU_REL_TOL) -> dict[str, Any]:
+    """Has the training loss stopped falling? ``curve`` is ``[[step, loss], ...]`` as logged
+    (:func:`loss_curve`). Met when the mean loss over the last ``tail`` of the logged points is
+    at most ``rel_tol`` (relative) below the mean over the ``tail`` before it, and is finite.
+    Fewer than 8 logged points, or no curve, do not meet it."""
+    losses = [float(v) for _, v in (curve or []) if v is not None]
+    crit = (f"training-loss plateau: mean over the last {tail:.0%} of the logged curve at most "
+            f"{rel_tol:.0%} below the mean over the {tail:.0%} before it")
+    if len(losses) < 8:
+        return {"criterion": crit, "run": run, "value": None, "threshold": rel_tol,
+                "met": False, "note": f"{len(losses)} logged points (< 8)"}
+    k = max(int(round(tail * len(losses))), 2)
+    last, prev = float(np.mean(losses[-k:])), float(np.mean(losses[-2 * k:-k]))
+    drop = (prev - last) / max(abs(prev), 1e-12)
+    return {"criterion": crit, "run": run, "value": drop, "threshold": rel_tol,
+            "met": bool(np.isfinite(last) and drop <= rel_tol)}
+
+
+def reaches(value: float | None, name: str, run: str = "", *,
+            threshold: float = IN_DISTRIBUTION_MIN) -> dict[str, Any]:
+    """A learned-the-task criterion: ``value`` (e.g. in-distribution accuracy) ``>= threshold``."""
+    met = value is not None and bool(np.isfinite(value)) and float(value) >= threshold
+    return {"criterion": f"{name} >= {threshold:g}", "run": run,
+            "value": None if value is None else float(value), "threshold": threshold,
+            "met": bool(met)}
+
+
+def loss_curve(metrics_jsonl: str, member: int | None = None) -> list[list[float]]:
+    """``[[step, loss], ...]`` from a run directory's ``metrics.jsonl`` (``member``: the index
+    into an ensemble's per-member loss lists)."""
+    out = []
+    if not os.path.exists(metrics_jsonl):
+        return out
+    with open(metrics_jsonl) as f:
+        for row in map(json.loads, f):
+            v = row.get("loss")
+            if isinstance(v, list) and member is not None and member < len(v):
+                out.append([row["step"], v[member]])
+            elif isinstance(v, (int, float)) and member is None:
+                out.append([row["step"], v])
+    return out
+
+
+def verdict(ci: Mapping[str, Any], threshold: float = 0.0, *,
+            convergence: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The one verdict function of every experiment, on a claim "the statistic exceeds
+    ``threshold``", decided by its 95 % CI: reproduced when the whole interval lies above, not
+    reproduced when it lies at or below, inconclusive when it straddles the threshold (or has
+    fewer than 2 seeds). A claim about converged behaviour passes its runs' convergence
+    criteria (:func:`loss_plateau`, :func:`reaches`) as ``convergence``; when any is not met
+    the verdict is "untested at this scale" whatever the interval says."""
+    if any(not c["met"] for c in convergence):
+        return VERDICTS[3]
     if ci["n"] < 2 or not np.isfinite(ci["half"]):
         return VERDICTS[2]
     if ci["lo"] > threshold:
@@ -180,6 +237,25 @@ def verdict(ci: Mapping[str, Any], threshold: float = 0.0) -> str:
     if ci["hi"] <= threshold:
         return VERDICTS[1]
     return VERDICTS[2]
+
+
+PLATEAU_CRITERION = (f"the mean training loss over the last {PLATEAU_TAIL:.0%} of the logged curve "
+                     f"is at most {PLATEAU_REL_TOL:.0%} below the mean over the {PLATEAU_TAIL:.0%} "
+                     "before it")
+
+
+def converged_cell(claim: Mapping[str, Any]) -> str:
+    """``"k / n"`` runs of a claim that meet their convergence criteria (``"-"`` if none)."""
+    conv = claim.get("convergence") or []
+    return f"{sum(c['met'] for c in conv)} / {len(conv)}" if conv else "-"
+
+
+def converged_claim(claim: Mapping[str, Any], convergence: Sequence[Mapping[str, Any]]
+                    ) -> dict[str, Any]:
+    """``claim`` (with ``"ci"`` and ``"threshold"``) plus its convergence record and verdict."""
+    conv = list(convergence)
+    return {**claim, "convergence": conv, "converged": all(c["met"] for c in conv),
+            "verdict": verdict(claim["ci"], claim["threshold"], convergence=conv)}
 
 
 CI_METHOD = ("mean ± half-width of the two-sided 95 % Student-t interval over seeds "

@@ -16,15 +16,16 @@ when it finishes; an interrupted ensemble resumes from its checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, CellStore, experiment_parser, fmt_ci, markdown_table,
-                                mean_ci, resolve_config, run_cli, verdict, versions, write_json)
+from experiments.common import (CI_METHOD, CellStore, PLATEAU_CRITERION, converged_cell, converged_claim,
+                                experiment_parser, fmt_ci,
+                                loss_curve, loss_plateau, markdown_table, mean_ci,
+                                resolve_config, run_cli, versions, write_json)
 
 COMPANION_SEEDS = (2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195,
                    6914, 29)
@@ -251,12 +252,8 @@ def run_group(name: str, labels: Sequence[str], splits: dict, cfg: SweepConfig,
     result = train_ensemble(make, make_loss(cfg.readout), batches, tcfg,
                             members=[{"seed": m["seed"], "label": m["label"]} for m in members],
                             out_dir=run_dir, run_config={"sweep": cfg, "group": name})
-    curves = [[] for _ in members]
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for row in map(json.loads, f):
-            if "loss" in row and isinstance(row["loss"], list):
-                for i, v in enumerate(row["loss"]):
-                    curves[i].append([row["step"], v])
+    curves = [loss_curve(os.path.join(run_dir, "metrics.jsonl"), member=i)
+              for i in range(len(members))]
     named = {k: model_arrays(splits[k]) for k in ("train", "test", "ood")}
     gt = np.asarray(sinusoidal_2d(cfg.grid_width, cfg.grid_width, cfg.d_model))
     onehots = jnp.eye(5)[:4]
@@ -321,35 +318,43 @@ def _paired(cells: list[dict], a: str, b: str, get) -> dict[str, Any]:
 
 def claims(cells: list[dict], cfg: SweepConfig) -> list[dict]:
     """The paper's claims, each a statistic with a threshold fixed in advance and a verdict
-    decided by its 95 % CI over seeds."""
+    decided by its 95 % CI over seeds. All are about trained models, so each carries the
+    training-loss plateau of the runs it reads (:func:`experiments.common.loss_plateau`) and is
+    "untested at this scale" when one of them has not converged."""
     out = []
+
+    def conv(*labels):
+        return [loss_plateau(c.get("loss_curve"), f"{c['label']}/seed{c['seed']}")
+                for c in cells if c["label"] in labels]
+
     sig = sorted(cfg.sigmas)
     if len(sig) >= 2:
         small = 0.2 if 0.2 in sig else sig[0]
         lo, hi = f"learned_s{small:g}", f"learned_s{sig[-1]:g}"
-        ood = lambda c: c["ood"]["all"]
-        d = _paired(cells, lo, hi, ood)
-        out.append({"claim": f"small init generalises better: OOD accuracy σ={small:g} − "
-                             f"σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
-                    "verdict": verdict(d, 0.0)})
-        spear = lambda c: c["similarity"]["spearman"]
-        d = _paired(cells, lo, hi, spear)
-        out.append({"claim": f"small init learns a more interpretable PE: Spearman(RSM, 2-D "
-                             f"truth) σ={small:g} − σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
-                    "verdict": verdict(d, 0.0)})
+        d = _paired(cells, lo, hi, lambda c: c["ood"]["all"])
+        out.append(converged_claim(
+            {"claim": f"small init generalises better: OOD accuracy σ={small:g} − σ={sig[-1]:g} "
+                      "> 0", "ci": d, "threshold": 0.0}, conv(lo, hi)))
+        d = _paired(cells, lo, hi, lambda c: c["similarity"]["spearman"])
+        out.append(converged_claim(
+            {"claim": f"small init learns a more interpretable PE: Spearman(RSM, 2-D truth) "
+                      f"σ={small:g} − σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0},
+            conv(lo, hi)))
         tr = mean_ci(c["train"]["all"] for c in cells if c["label"] == hi)
-        out.append({"claim": f"every σ fits the training set: train accuracy at σ={sig[-1]:g} "
-                             "> 99 %", "ci": tr, "threshold": 0.99, "verdict": verdict(tr, 0.99)})
+        out.append(converged_claim(
+            {"claim": f"every σ fits the training set: train accuracy at σ={sig[-1]:g} > 99 %",
+             "ci": tr, "threshold": 0.99}, conv(hi)))
         v = mean_ci(c["ood"]["all"] for c in cells if c["label"] == lo)
-        out.append({"claim": f"σ={small:g} reaches the companion's 95.6 % on held-out puzzles: "
-                             "OOD accuracy > 95.6 %", "ci": v, "threshold": 0.956,
-                    "verdict": verdict(v, 0.956)})
+        out.append(converged_claim(
+            {"claim": f"σ={small:g} reaches the companion's 95.6 % on held-out puzzles: OOD "
+                      "accuracy > 95.6 %", "ci": v, "threshold": 0.956}, conv(lo)))
     if sig and "sin2d" in cfg.fixed_pes:
         small = 0.2 if 0.2 in sig else sig[0]
-        d = _paired(cells, f"learned_s{small:g}", "sin2d", lambda c: c["ood"]["all"])
-        out.append({"claim": f"a learned small-norm PE beats the fixed ground-truth sinusoid: OOD "
-                             f"σ={small:g} − sin2d > 0", "ci": d, "threshold": 0.0,
-                    "verdict": verdict(d, 0.0)})
+        lo = f"learned_s{small:g}"
+        d = _paired(cells, lo, "sin2d", lambda c: c["ood"]["all"])
+        out.append(converged_claim(
+            {"claim": f"a learned small-norm PE beats the fixed ground-truth sinusoid: OOD "
+                      f"σ={small:g} − sin2d > 0", "ci": d, "threshold": 0.0}, conv(lo, "sin2d")))
     return out
 
 
@@ -444,7 +449,8 @@ def write_report(rows: list[dict], found: list[dict], cfg: SweepConfig, meta: di
                       f"{r['pe_content_ratio']['mean']:.2f}"])
     claim_rows = [[c["claim"], fmt_ci(c["ci"], 100 if abs(c["threshold"]) < 1 and "Spearman"
                                       not in c["claim"] else 1, 3 if "Spearman" in c["claim"]
-                                      else 1), c["ci"]["n"], c["verdict"]] for c in found]
+                                      else 1), c["ci"]["n"], converged_cell(c), c["verdict"]]
+                  for c in found]
     ref_rows = [[("learned σ=" + str(k)) if isinstance(k, float) else k, f"{v[0]:.2f}",
                  f"{v[1]:.2f}"] for k, v in REFERENCE.items()]
     text = [
@@ -462,7 +468,10 @@ def write_report(rows: list[dict], found: list[dict], cfg: SweepConfig, meta: di
         "tables are scored too (sin2d = 1 by construction). OOD B/T/Q = binary / ternary / "
         "quaternary (means).", "",
         "## Claims (differences are paired by seed; % points unless a Spearman difference)", "",
-        markdown_table(["claim", "mean ± 95 % CI", "seeds", "verdict"], claim_rows), "",
+        markdown_table(["claim", "mean ± 95 % CI", "seeds", "converged runs", "verdict"],
+                       claim_rows), "",
+        f"Converged: {PLATEAU_CRITERION}; a claim whose runs have not all converged is "
+        "\"untested at this scale\" whatever its interval says.", "",
         "## Reference (companion replication; 15 seeds, 4,000 epochs): test / human-puzzle val %",
         "", markdown_table(["PE", "test", "val"], ref_rows), "",
         "Every σ reaches 100 % train accuracy there; val falls monotonically for σ > ~0.5.", "",

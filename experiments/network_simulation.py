@@ -23,8 +23,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, CellStore, experiment_parser, fmt_ci, markdown_table,
-                                mean_ci, resolve_config, run_cli, verdict, versions, write_json)
+from experiments.common import (CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
+                                converged_claim, experiment_parser, fmt_ci, loss_curve,
+                                loss_plateau, markdown_table, mean_ci, resolve_config, run_cli,
+                                versions, write_json)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,14 +178,15 @@ def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: NetC
                        checkpoint_every=max(cfg.steps // 4, 1), progress=False)
     batches = [ArrayBatches({"x": data["train"]}, cfg.batch_size, seed=m["seed"])
                for m in members]
+    run_dir = os.path.join(out_dir, "train", name)
     result = train_ensemble(lambda m: build_model(m["label"], cfg, n, window, m["seed"]),
                             make_loss(n, cfg.mask_fraction), batches, tcfg, members=members,
-                            out_dir=os.path.join(out_dir, "train", name),
-                            run_config={"net": cfg, "group": name})
+                            out_dir=run_dir, run_config={"net": cfg, "group": name})
     cells = []
     for i, (m, model) in enumerate(zip(members, result.models)):
         label, seed = m["label"], m["seed"]
         cell = {"label": label, "seed": seed, "final_loss": result.metrics[i].get("loss"),
+                "loss_curve": loss_curve(os.path.join(run_dir, "metrics.jsonl"), member=i),
                 "diverged_at": result.diverged.get(i),
                 "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
                 "r2_train": r2_masked(model, data["train"], data["train_masks"]),
@@ -285,26 +288,34 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
 
 
 def claims(cells: list[dict], cfg: NetConfig) -> list[dict]:
-    """Claims with a threshold fixed in advance; verdicts decided by the 95 % CI over seeds."""
+    """Claims with a threshold fixed in advance; verdicts decided by the 95 % CI over seeds.
+    All are about trained models: each carries the training-loss plateau of the runs it reads
+    and is "untested at this scale" when one has not converged."""
     out = []
     sig = sorted(cfg.sigmas)
     if len(sig) >= 2:
         lo, hi = f"learned_s{sig[0]:g}", f"learned_s{sig[-1]:g}"
         by = {(c["label"], c["seed"]): c for c in cells}
         seeds = sorted({s for (lab, s) in by if lab == lo} & {s for (lab, s) in by if lab == hi})
-        for key, name in (("spearman", "PE-RSM vs layout Spearman"),):
-            d = mean_ci(by[(lo, s)]["pe_vs_layout"][key] - by[(hi, s)]["pe_vs_layout"][key]
-                        for s in seeds)
-            out.append({"claim": f"small init recovers the layout better: {name} σ={sig[0]:g} − "
-                                 f"σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
-                        "verdict": verdict(d, 0.0)})
+
+        def conv(*labels):
+            return [loss_plateau(by[(lab, s)].get("loss_curve"), f"{lab}/seed{s}")
+                    for lab in labels for s in seeds]
+
+        d = mean_ci(by[(lo, s)]["pe_vs_layout"]["spearman"]
+                    - by[(hi, s)]["pe_vs_layout"]["spearman"] for s in seeds)
+        out.append(converged_claim(
+            {"claim": f"small init recovers the layout better: PE-RSM vs layout Spearman "
+                      f"σ={sig[0]:g} − σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0},
+            conv(lo, hi)))
         d = mean_ci(by[(lo, s)]["r2_test"] - by[(hi, s)]["r2_test"] for s in seeds)
-        out.append({"claim": f"small init predicts held-out activity better: R² test σ={sig[0]:g} "
-                             f"− σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0,
-                    "verdict": verdict(d, 0.0)})
+        out.append(converged_claim(
+            {"claim": f"small init predicts held-out activity better: R² test σ={sig[0]:g} − "
+                      f"σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0}, conv(lo, hi)))
         v = mean_ci(by[(lo, s)]["pe_vs_layout"]["spearman"] for s in seeds)
-        out.append({"claim": f"the learned PE (σ={sig[0]:g}) mirrors the layout: PE-RSM vs layout "
-                             "Spearman > 0", "ci": v, "threshold": 0.0, "verdict": verdict(v, 0.0)})
+        out.append(converged_claim(
+            {"claim": f"the learned PE (σ={sig[0]:g}) mirrors the layout: PE-RSM vs layout "
+                      "Spearman > 0", "ci": v, "threshold": 0.0}, conv(lo)))
     return out
 
 
@@ -378,8 +389,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "coordinates. Modularity/segregation of the PE RSM under the known modules (grid "
         "quadrants for grid2d). Cross-seed: mean pairwise Procrustes R² of layer-0 tables.", "",
         "## Claims (differences paired by seed)", "",
-        markdown_table(["claim", "mean ± 95 % CI", "seeds", "verdict"],
-                       [[c["claim"], fmt(c["ci"]), c["ci"]["n"], c["verdict"]] for c in found]),
+        markdown_table(["claim", "mean ± 95 % CI", "seeds", "converged runs", "verdict"],
+                       [[c["claim"], fmt(c["ci"]), c["ci"]["n"], converged_cell(c), c["verdict"]]
+                        for c in found]), "",
+        f"Converged: {PLATEAU_CRITERION}.",
         "", "Plots: network_sweep.png, network_pe.png."])
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(report + "\n")

@@ -119,3 +119,41 @@ def test_cell_store_counts_what_a_wall_time_measured(tmp_path):
     assert (store.computed, store.reused) == (2, 0)
     assert (again.computed, again.reused) == (1, 1)
     assert again.provenance() == "1 cells computed, 1 reused from an earlier run"
+
+
+# --- convergence criteria and the "untested at this scale" verdict ---------------------------
+
+def test_loss_plateau_on_a_flat_and_a_falling_curve():
+    from experiments.common import loss_plateau
+    flat = [[i, 1.0 + 0.01 * (-1) ** i] for i in range(20)]
+    falling = [[i, 10.0 * 0.8 ** i] for i in range(20)]
+    assert loss_plateau(flat)["met"] and abs(loss_plateau(flat)["value"]) < 0.05
+    got = loss_plateau(falling)
+    # last 5 vs previous 5 points of a geometric decay by 0.8 per point: 1 - 0.8**5 = 0.672
+    assert not got["met"] and got["value"] == pytest.approx(1 - 0.8 ** 5, rel=1e-9)
+    assert not loss_plateau(flat[:5])["met"]                       # too few points
+    assert not loss_plateau([[i, float("nan")] for i in range(20)])["met"]
+    assert not loss_plateau(None)["met"]
+
+
+def test_verdict_is_untested_when_a_run_did_not_converge():
+    from experiments.common import VERDICTS, converged_claim, reaches, verdict
+    above = {"n": 3, "mean": 1.0, "half": 0.1, "lo": 0.9, "hi": 1.1}
+    ok, bad = reaches(0.95, "train accuracy"), reaches(0.5, "train accuracy")
+    assert ok["met"] and not bad["met"] and not reaches(None, "x")["met"]
+    assert verdict(above, 0.0) == VERDICTS[0] == verdict(above, 0.0, convergence=[ok])
+    assert verdict(above, 0.0, convergence=[ok, bad]) == "untested at this scale"
+    c = converged_claim({"claim": "x", "ci": above, "threshold": 0.0}, [ok, bad])
+    assert c["verdict"] == "untested at this scale" and c["converged"] is False
+
+
+def test_loss_curve_reads_members_and_single_runs(tmp_path):
+    import json
+    from experiments.common import loss_curve
+    f = tmp_path / "metrics.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"step": 1, "loss": [3.0, 4.0]}, {"step": 2, "loss": [2.0, 3.5]}, {"step": 2, "eval": 1}]))
+    assert loss_curve(str(f), member=1) == [[1, 4.0], [2, 3.5]]
+    g = tmp_path / "single.jsonl"
+    g.write_text(json.dumps({"step": 5, "loss": 1.5}))
+    assert loss_curve(str(g)) == [[5, 1.5]] and loss_curve(str(tmp_path / "none.jsonl")) == []
