@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, fmt_ci, markdown_table, mean_ci, verdict, welch_ci)
+from experiments.common import (CI_METHOD, IN_DISTRIBUTION_MIN, VERDICTS, fmt_ci, markdown_table,
+                                mean_ci, verdict, welch_ci)
 
 FIGURES = ("ppl_vs_length.png", "passkey_heatmap.png", "needle_heatmap.png", "attention.png",
            "stress_vs_ppl.png")
-TESTABLE = 0.9
-UNTESTED = "untested at this scale"
+TESTABLE = IN_DISTRIBUTION_MIN   # retrieval learned at the training length
+UNTESTED = VERDICTS[3]
 LABELS = {"longrope": "longrope (attention factor only)"}
 BEGIN, END = "<!-- long_context:begin (generated) -->", "<!-- long_context:end -->"
 
