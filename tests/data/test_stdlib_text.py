@@ -164,6 +164,22 @@ def test_errors_are_named(tmp_path):
         st.stdlib_files(tmp_path / "nope")
 
 
+def test_package_sentences_reads_without_importing(tmp_path, monkeypatch):
+    pkg = tmp_path / "fakepkg_never_imported"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""The fake package has one docstring sentence here."""\n'
+                                     'raise SystemExit("imported")\n')
+    (pkg / "sub.py").write_text('"""A submodule contributes a second sentence too."""\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert st.package_root("fakepkg_never_imported") == pkg
+    assert st.package_sentences("fakepkg_never_imported") == [
+        "The fake package has one docstring sentence here.",
+        "A submodule contributes a second sentence too."]
+    assert "fakepkg_never_imported" not in sys.modules
+    with pytest.raises(ValueError, match="not an installed package"):
+        st.package_root("no_such_package_xyz")
+
+
 @pytest.mark.slow
 def test_whole_stdlib_matches_the_recorded_digest():
     recorded = st.recorded_digest()
