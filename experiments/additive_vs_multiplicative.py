@@ -27,8 +27,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, CellStore, experiment_parser, fmt_ci, markdown_table,
-                                mean_ci, resolve_config, run_cli, verdict, versions, write_json)
+from experiments.common import (CI_METHOD, CellStore, described, experiment_parser, fmt_ci,
+                                markdown_table, mean_ci, resolve_config, run_cli, verdict,
+                                versions, write_json)
 
 PES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope", "rope_plus_abs", "mla")
 REPORTED = {  # secondary-source numbers (unverified), for comparison only
@@ -91,7 +92,7 @@ class Settings:
     eps: float = 1e-8
     warmup_fraction: float = 0.06
     schedule: str = "cosine"
-    decay_mask: str = "all parameters"            # optax.adamw default, as PyTorch AdamW
+    decay_mask: str = described("all parameters", "optax.adamw decays every parameter")
     seed_grid: str = "cross"                      # "cross": data x init seeds; "paired": (s, s)
     checkpoint_every: int = 1000                  # 0: no per-run checkpoints (quick)
     # analysis (arXiv 2505.13027)
