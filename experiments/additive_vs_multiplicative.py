@@ -28,8 +28,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.common import (CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
-                                converged_claim, experiment_parser, fmt_ci, loss_curve,
-                                loss_plateau, markdown_table, mean_ci, resolve_config, run_cli,
+                                converged_claim, described, experiment_parser, fmt_ci,
+                                loss_curve, loss_plateau, markdown_table, mean_ci,
+                                resolve_config, run_cli,
                                 versions, write_json)
 
 PES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope", "rope_plus_abs", "mla")
@@ -93,7 +94,7 @@ class Settings:
     eps: float = 1e-8
     warmup_fraction: float = 0.06
     schedule: str = "cosine"
-    decay_mask: str = "all parameters"            # optax.adamw default, as PyTorch AdamW
+    decay_mask: str = described("all parameters", "optax.adamw decays every parameter")
     seed_grid: str = "cross"                      # "cross": data x init seeds; "paired": (s, s)
     checkpoint_every: int = 1000                  # 0: no per-run checkpoints (quick)
     # analysis (arXiv 2505.13027)

@@ -40,11 +40,22 @@ def write_json(path: str, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _cell_digest(key: Any, value: Any) -> str:
+    """SHA-256 of a cell's key and value (canonical JSON): stored in the cell file and checked
+    when the cell is reused, so a hand-edited value is detected."""
+    text = json.dumps(jsonable({"key": key, "value": value}), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class CellStore:
     """Resumable results: one JSON file per finished cell under ``out_dir/cells``.
 
     A cell is identified by a dict of its coordinates (e.g. ``{"pe": "rope", "seed": 0}``)
-    together with the run's options; rerunning the same experiment skips finished cells.
+    together with the run's options; rerunning the same experiment skips finished cells. Each
+    file carries the SHA-256 of its key and value: a file that fails it (edited by hand, written
+    for another key, or by a version of posjax that wrote no checksum), or whose value does not
+    hold the expected number of entries (``count``: e.g. one per seed), is named on stderr,
+    removed and recomputed; a reused cell is never a value the experiment did not compute.
     """
 
     def __init__(self, out_dir: str, options: Mapping[str, Any]):
@@ -60,29 +71,49 @@ class CellStore:
         digest = hashlib.sha1((self._salt + text).encode()).hexdigest()[:16]
         return os.path.join(self.dir, f"{digest}.json")
 
-    def get(self, key: Mapping[str, Any]) -> Any | None:
-        """The stored value of ``key``; None when absent. A corrupted cell file (truncated,
-        not JSON, no value) is named on stderr, removed and reported as absent, so the cell is
-        recomputed."""
+    def get(self, key: Mapping[str, Any], *, count: int | None = None) -> Any | None:
+        """The stored value of ``key``; None when absent. A cell file that is corrupted
+        (truncated, not JSON, no value), fails its checksum, belongs to another key, or (with
+        ``count``) is not a list of ``count`` entries is named on stderr, removed and reported
+        as absent, so the cell is recomputed."""
         path = self._path(key)
         if not os.path.exists(path):
             return None
         try:
             with open(path) as f:
-                return json.load(f)["value"]
+                stored = json.load(f)
+            value = stored["value"]
+            problem = None
+            if stored.get("sha256") is None:
+                problem = "no checksum (written by an older posjax, or by hand)"
+            elif stored["sha256"] != _cell_digest(stored["key"], value):
+                problem = "its checksum does not match its contents (edited after it was written)"
+            elif (json.dumps(jsonable(stored["key"]), sort_keys=True)
+                  != json.dumps(jsonable(key), sort_keys=True)):
+                problem = f"it holds the cell {json.dumps(stored['key'], sort_keys=True)}"
+            elif count is not None and (not isinstance(value, list) or len(value) != count):
+                got = len(value) if isinstance(value, list) else type(value).__name__
+                problem = f"it holds {got} entries, the run needs {count} (one per seed)"
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
-            print(f"corrupted cell file {path} ({type(e).__name__}: {e}); recomputing the cell "
-                  f"{json.dumps(jsonable(key), sort_keys=True)}", file=sys.stderr, flush=True)
-            os.remove(path)
-            return None
+            problem = f"corrupted: {type(e).__name__}: {e}"
+        if problem is None:
+            return value
+        print(f"cell file {path} is not reused: {problem}; recomputing the cell "
+              f"{json.dumps(jsonable(key), sort_keys=True)}", file=sys.stderr, flush=True)
+        os.remove(path)
+        return None
 
     def put(self, key: Mapping[str, Any], value: Any) -> Any:
-        write_json(self._path(key), {"key": key, "value": value, "time": time.time()})
-        return jsonable(value)
+        value = jsonable(value)
+        write_json(self._path(key), {"key": key, "value": value, "time": time.time(),
+                                     "sha256": _cell_digest(key, value)})
+        return value
 
-    def compute(self, key: Mapping[str, Any], fn: Callable[[], Any]) -> Any:
-        """Return the stored value of ``key`` or compute, store and return it."""
-        found = self.get(key)
+    def compute(self, key: Mapping[str, Any], fn: Callable[[], Any], *,
+                count: int | None = None) -> Any:
+        """Return the stored value of ``key`` or compute, store and return it. ``count``: the
+        number of entries a reused value (a list) must hold."""
+        found = self.get(key, count=count)
         if found is not None:
             self.reused += 1
             return found
@@ -339,16 +370,30 @@ def _convert(text: str, tp: Any) -> Any:
     raise ValueError(f"cannot parse a {_type_name(tp)} from the command line")
 
 
+def described(value: Any, why: str = "") -> Any:
+    """A config field that records what the code does rather than choosing it (e.g. the
+    weight-decay mask of ``optax.adamw``): it goes into results.json, but ``--set`` refuses it,
+    since no code reads it. ``why`` names what would have to change instead."""
+    return dataclasses.field(default=value, metadata={"described": why or "fixed by the code"})
+
+
+def described_fields(cls: type) -> dict[str, str]:
+    """``{name: why}`` of the fields of ``cls`` declared with :func:`described`."""
+    return {f.name: f.metadata["described"] for f in dataclasses.fields(cls)
+            if "described" in f.metadata}
+
+
 def parse_set(cls: type, items: Sequence[str]) -> dict[str, Any]:
     """``["key=value", ...]`` as typed overrides of the fields of the dataclass ``cls``.
 
     Values are converted by each field's annotation: ``int``, ``float``, ``bool``
     (true/false), ``str``, ``X | None`` (``none``), ``tuple[X, ...]`` (comma-separated),
-    ``Literal``. An unknown key or an unconvertible value is a one-line ValueError listing
-    the valid keys.
+    ``Literal``. An unknown key, a :func:`described` field (recorded, never read) or an
+    unconvertible value is a one-line ValueError listing the valid keys.
     """
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fixed = described_fields(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in fixed]
     valid = f"valid keys: {', '.join(names)}"
     out: dict[str, Any] = {}
     for item in items:
@@ -356,6 +401,9 @@ def parse_set(cls: type, items: Sequence[str]) -> dict[str, Any]:
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise ValueError(f"--set expects key=value, got {item!r}; {valid}")
+        if key in fixed:
+            raise ValueError(f"--set: {key!r} describes what the code does ({fixed[key]}); no "
+                             f"code reads it, so it cannot be set; {valid}")
         if key not in names:
             raise ValueError(f"--set: unknown key {key!r}; {valid}")
         try:
@@ -417,10 +465,13 @@ base_parser = experiment_parser  # the shared flags, for scripts outside the fiv
 
 
 def run_cli(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None = None) -> None:
-    """Run ``main(argv)``; a ValueError or FileNotFoundError becomes a one-line error, exit 2."""
+    """Run ``main(argv)``; a ValueError, FileNotFoundError or a locked run directory (another
+    process training there) becomes a one-line error, exit 2."""
+    from posjax.training.run_dir import RunDirLocked
+
     try:
         main(argv)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, RunDirLocked) as e:
         sys.exit(f"error: {e}")
     except KeyboardInterrupt:
         sys.exit("interrupted: finished cells are saved; rerun the same command to resume")

@@ -498,7 +498,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name, labels in groups(cfg).items():
         print(f"init_sweep: ensemble {name} ({len(labels)} x {cfg.seeds} members)", flush=True)
         cells += store.compute({"group": name, "labels": labels},
-                               lambda: run_group(name, labels, splits, cfg, args.out))
+                               lambda: run_group(name, labels, splits, cfg, args.out),
+                               count=len(labels) * len(cfg.seed_values))
     labels = [label for ls in groups(cfg).values() for label in ls]
     rows = summarise(cells, labels)
     found = claims(cells, cfg)

@@ -43,8 +43,8 @@ from flax import nnx
 
 from experiments._length_generalization_report import (REFERENCE_PES, ROPE_SCALINGS,  # noqa: F401 (re-exported)
                                     nope_claim, summarise, write_outputs)
-from experiments.common import (CellStore, experiment_parser, resolve_config, run_cli, versions,
-                                write_json)
+from experiments.common import (CellStore, described, experiment_parser, resolve_config, run_cli,
+                                versions, write_json)
 from posjax.data import algorithmic as alg
 
 DEFAULT_OUT = "runs/length_generalization"
@@ -129,7 +129,8 @@ class LGConfig:
     lape_base: str = "learned"
     addition_digit_order: str = "msb_first"
     parity_scratchpad: str = "none"
-    eval_method: str = "teacher_forced_argmax (== greedy exact match; greedy cross-check)"
+    eval_method: str = described("teacher_forced_argmax (== greedy exact match; greedy "
+                                 "cross-check)", "the evaluation code")
     seeds: int = 3
 
     def __post_init__(self):
@@ -367,7 +368,8 @@ def run(cfg: LGConfig, out: str) -> dict[str, Any]:
     todo = [(t, pe) for t in cfg.tasks for pe in cfg.pes]
     for task, pe in tqdm(todo, desc="cells"):
         per_seed = store.compute({"task": task, "pe": pe},
-                                 lambda: run_cell(task, pe, cfg, out, rope_cache))
+                                 lambda: run_cell(task, pe, cfg, out, rope_cache),
+                                 count=cfg.seeds)
         for seed, value in enumerate(per_seed):
             cells[(task, pe, seed)] = value
     seconds = time.perf_counter() - t0

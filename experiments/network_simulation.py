@@ -24,8 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from experiments.common import (CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
-                                converged_claim, experiment_parser, fmt_ci, loss_curve,
-                                loss_plateau, markdown_table, mean_ci, resolve_config, run_cli,
+                                converged_claim, described, experiment_parser, fmt_ci,
+                                loss_curve, loss_plateau, markdown_table, mean_ci,
+                                resolve_config, run_cli,
                                 versions, write_json)
 
 
@@ -49,7 +50,8 @@ class NetConfig:
     post_ln: bool = True
     mlp_trailing_gelu: bool = True
     pe_every_layer: bool = True
-    mask_token: str = "zeros+flag"      # docs/interpretations.md: masked content zeroed, plus a 0/1 flag
+    mask_token: str = described("zeros+flag", "masked_inputs: content zeroed plus a 0/1 flag; "
+                                "docs/interpretations.md")
     optimizer: str = "adam"
     learning_rate: float = 1e-4
     batch_size: int = 32
@@ -343,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"network_simulation: ensemble {name} ({len(labels)} x {cfg.seeds} members)",
               flush=True)
         cells += store.compute({"group": name, "labels": labels},
-                               lambda: run_group(name, labels, sim, data, cfg, args.out))
+                               lambda: run_group(name, labels, sim, data, cfg, args.out),
+                               count=len(labels) * cfg.seeds)
     labels = [lab for ls in groups.values() for lab in ls]
     seeds = list(range(cfg.seeds))
     rows = []

@@ -254,7 +254,11 @@ def load_tokenizer(spec: str | os.PathLike, *, lowercase: bool = True) -> TextTo
                          f"got {path}")
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(path))
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # noqa: BLE001 - the tokenizers library raises its own exception type
+        detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise ValueError(f"{path}: not a valid tokenizer.json ({detail})") from None
     pad = _first_present(tok, ("[PAD]", "<pad>", "<|padding|>", "<|pad|>"))
     if pad is None:
         raise ValueError(f"{path} has no padding token ([PAD], <pad>, <|padding|>)")

@@ -101,14 +101,18 @@ def batch_positions(positions: jax.Array) -> jax.Array:
 def check_table_length(name: str, positions: jax.Array, limit: int) -> None:
     """Raise ValueError when positions run past a table of ``limit`` rows.
 
-    The length check is static (shape based). When the positions are concrete (not traced) their
-    smallest and largest values are checked too, so an explicit position beyond the table (or a
-    negative one) is never wrapped or clamped silently. Traced positions (inside ``jit``) are
-    checked by :func:`posjax.input_checks.check_range`: the training loop and
-    ``evaluate_classifier`` report ``position 12 >= 'learned' table max_len 8`` with the step.
+    Concrete positions (not traced) are checked by value: their smallest and largest values
+    must lie in the table, so an explicit position beyond it (or a negative one) is never
+    wrapped or clamped silently, and a packed row longer than the table whose positions all fit
+    is accepted. Traced positions (inside ``jit``) get a static length check (shape based) and
+    :func:`posjax.input_checks.check_range`: the training loop and ``evaluate_classifier``
+    report ``position 12 >= 'learned' table max_len 8`` with the step.
     """
     length = positions.shape[-1]
-    if length > limit:
+    traced = isinstance(positions, jax.core.Tracer)
+    fits = (not traced and (not positions.size or (int(jnp.max(positions)) < limit
+                                                   and int(jnp.min(positions)) >= 0)))
+    if length > limit and not fits:
         raise ValueError(
             f"sequence length {length} exceeds the {limit} positions supported by the '{name}' PE "
             f"(its table has max_len={limit}); build the model with a larger max_len or use a "

@@ -92,7 +92,8 @@ def mds_from_distributions(P: Any, k: int, *, metric: str = "chord",
       convention of :func:`posjax.geometry.classical_mds` (largest-|entry| positive).
 
     Raises:
-      ValueError: invalid ``P``, a metric without Gram factorisation, ``k`` out of range.
+      ValueError: invalid ``P``, a metric without Gram factorisation, ``k`` out of range,
+        rows that are all the same distribution (``trace(B)`` zero to round-off).
     """
     c = _gram_scale(metric)
     R = sqrt_rows(P, normalize=normalize, validate=validate)
@@ -106,6 +107,10 @@ def mds_from_distributions(P: Any, k: int, *, metric: str = "chord",
     if tol is None:
         tol = 1e-9 if R.dtype == np.float64 else 1e-6
     mu = R.col_sum / n
+    if not R.trace_b() > (1e-12 if R.dtype == np.float64 else 1e-6) * float(R.g.sum()):
+        raise ValueError(f"every row of P is the same distribution (trace(B) = 0): the "
+                         f"Hellinger distances are all 0 and there is no MDS embedding of "
+                         f"{n} distinct points")
 
     def A(X):  # (J S) X
         Y = R.matmul(X).astype(np.float64)

@@ -27,7 +27,9 @@ def segment_runs(segment_ids: jax.Array) -> jax.Array:
     equal ids, 1 for the next, ..."""
     seg = jnp.asarray(segment_ids)
     change = (seg[:, 1:] != seg[:, :-1]).astype(jnp.int32)
-    return jnp.concatenate([jnp.zeros_like(change[:, :1]), jnp.cumsum(change, axis=1)], axis=1)
+    # the first column from seg itself: change[:, :1] is empty for rows of one token
+    first = jnp.zeros(seg.shape[:1] + (1,), jnp.int32)
+    return jnp.concatenate([first, jnp.cumsum(change, axis=1)], axis=1)
 
 
 def segment_positions(segment_ids: jax.Array) -> jax.Array:

@@ -31,8 +31,8 @@ import numpy as np
 from flax import nnx
 
 from posjax.models import Classifier, LanguageModel, Transformer, TransformerConfig
-from posjax.pretrained.hub import load_checkpoint
-from posjax.pretrained.tables import ROBERTA_LIKE, find_unique, table_offset
+from posjax.pretrained.tables import (ROBERTA_LIKE, find_unique, load_checkpoint_checked,
+                                      table_offset)
 
 ENCODERS = ("bert", *ROBERTA_LIKE)
 HEADS = (None, "mlm", "classifier")
@@ -116,6 +116,8 @@ def hf_transformer_config(config: dict[str, Any], *, pe: str | None = None,
                           pe_options: dict[str, Any] | None = None, dtype: str = "float32",
                           num_positions: int | None = None) -> TransformerConfig:
     """The :class:`TransformerConfig` of a BERT/RoBERTa ``config.json`` (with ``pe`` swapped)."""
+    if not isinstance(config, dict):
+        raise ValueError(f"config.json must hold a JSON object, got a {type(config).__name__}")
     model_type = config.get("model_type")
     if model_type not in ENCODERS:
         raise ValueError(f"load_hf converts BERT and RoBERTa encoders (model_type in "
@@ -126,21 +128,34 @@ def hf_transformer_config(config: dict[str, Any], *, pe: str | None = None,
     act = config.get("hidden_act", "gelu")
     if act not in _ACTIVATIONS:
         raise ValueError(f"unsupported hidden_act {act!r}; supported: {sorted(_ACTIVATIONS)}")
-    n = num_positions or int(config["max_position_embeddings"]) - table_offset(config)
+    def field(name, default=None, kind=int):
+        value = config.get(name, default)
+        if value is None:
+            raise ValueError(f"config.json of model_type {model_type!r} has no field {name!r} "
+                             f"(are these weights of another architecture?)")
+        try:
+            if kind is int and (isinstance(value, bool) or float(value) != int(value)):
+                raise TypeError
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"config.json field {name!r} must be {kind.__name__}, got "
+                             f"{value!r}") from None
+
+    n = num_positions or field("max_position_embeddings") - table_offset(config)
     name = "learned" if pe in (None, "learned") else pe
     options = dict(pe_options or {})
     if name == "learned":
         n = _learned_rows(options, n)
         options["num_positions"] = n
     return TransformerConfig(
-        vocab_size=int(config["vocab_size"]), num_layers=int(config["num_hidden_layers"]),
-        d_model=int(config["hidden_size"]), num_heads=int(config["num_attention_heads"]),
-        d_ff=int(config["intermediate_size"]), max_len=n, pe=name, pe_options=options,
-        causal=False, pre_norm=False, dropout=float(config.get("hidden_dropout_prob", 0.1)),
-        attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)), dtype=dtype,
-        activation=_ACTIVATIONS[act], norm_eps=float(config.get("layer_norm_eps", 1e-12)),
-        type_vocab_size=int(config.get("type_vocab_size", 2)), embed_norm=True,
-        embed_init_std=float(config.get("initializer_range", 0.02)))
+        vocab_size=field("vocab_size"), num_layers=field("num_hidden_layers"),
+        d_model=field("hidden_size"), num_heads=field("num_attention_heads"),
+        d_ff=field("intermediate_size"), max_len=n, pe=name, pe_options=options,
+        causal=False, pre_norm=False, dropout=field("hidden_dropout_prob", 0.1, float),
+        attention_dropout=field("attention_probs_dropout_prob", 0.1, float), dtype=dtype,
+        activation=_ACTIVATIONS[act], norm_eps=field("layer_norm_eps", 1e-12, float),
+        type_vocab_size=field("type_vocab_size", 2), embed_norm=True,
+        embed_init_std=field("initializer_range", 0.02, float))
 
 
 def _learned_rows(options: dict[str, Any], rows: int) -> int:
@@ -200,7 +215,7 @@ def load_hf(path_or_id: str | Path, *, head: str | None = None, num_classes: int
     """
     if head not in HEADS:
         raise ValueError(f"head must be one of {HEADS}, got {head!r}")
-    hf, weights, _ = load_checkpoint(path_or_id)
+    hf, weights, _ = load_checkpoint_checked(path_or_id)
     cfg = hf_transformer_config(hf, pe=pe, pe_options=pe_options, dtype=dtype)
     rngs = nnx.Rngs(seed)
     if head is None:

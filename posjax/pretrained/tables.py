@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-from posjax.pretrained.hub import load_checkpoint
 
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 TABLES = {"bert": "embeddings.position_embeddings.weight",
@@ -56,8 +55,48 @@ def table_offset(config: dict) -> int:
     """Rows before position 0 in the checkpoint's table (RoBERTa: pad_token_id + 1; OPT: 2)."""
     model_type = config.get("model_type")
     if model_type in ROBERTA_LIKE:
-        return int(config.get("pad_token_id", 1)) + 1
+        pad = config.get("pad_token_id", 1)
+        if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
+            raise ValueError(f"config.json field 'pad_token_id' must be a non-negative integer "
+                             f"for {model_type} (its position table starts at pad_token_id + "
+                             f"1), got {pad!r}")
+        return pad + 1
     return 2 if model_type == "opt" else 0
+
+
+def load_checkpoint_checked(path_or_id: str | Path) -> tuple[dict, dict[str, np.ndarray], Path]:
+    """``(config, weights, directory)`` as :func:`posjax.pretrained.hub.load_checkpoint`, with
+    every failure a ``ValueError`` naming the file: ``config.json`` that is not JSON (line and
+    column) or not a JSON object, a truncated, empty or otherwise unreadable safetensors file."""
+    import json
+
+    from posjax.pretrained.hub import read_weights, resolve
+
+    directory = resolve(path_or_id)
+    file = Path(directory) / "config.json"
+    if not file.is_file():
+        raise ValueError(f"{directory} has no config.json (not a Hugging Face checkpoint)")
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{file}: not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{file}: must hold a JSON object (field: value), got a JSON "
+                         f"{type(config).__name__}")
+    try:
+        weights = read_weights(directory)
+    except ValueError as e:
+        if "safetensors" in str(e) or "has no" in str(e):
+            raise
+        raise ValueError(f"cannot read the safetensors weights in {directory}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types
+        names = sorted(p.name for p in Path(directory).glob("*.safetensors"))
+        raise ValueError(f"cannot read the safetensors weights {', '.join(names) or ''} in "
+                         f"{directory} (truncated, empty or not safetensors): "
+                         f"{type(e).__name__}: {str(e)[:200]}") from None
+    return config, weights, Path(directory)
 
 
 def layer_norm_rows(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -91,7 +130,7 @@ def position_table(path_or_id: str | Path, *, post_layernorm: bool = False) -> n
       ValueError: an architecture without a learned table (e.g. a RoPE model: see
         :func:`posjax.pretrained.rope_from_hf_config`), or a missing tensor.
     """
-    config, weights, _ = load_checkpoint(path_or_id)
+    config, weights, _ = load_checkpoint_checked(path_or_id)
     model_type = config.get("model_type")
     if model_type not in TABLES:
         raise ValueError(f"no learned position table known for model_type {model_type!r}; "

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from posjax._json import jsonable
 from posjax.training.checkpoint import Checkpointer
-from posjax.training.run_dir import check_run_record, lock_run_dir, logged_steps, rewind_log
+from posjax.training.run_dir import (check_run_record, last_logged_row, lock_run_dir,
+                                     logged_steps, rewind_log)
 
 RESUME_MODES = ("auto", "never", "must")
 
@@ -58,6 +59,8 @@ class Run:
       ckpt: the :class:`Checkpointer` of ``out_dir/checkpoints`` (None without ``out_dir``).
       start: the step the run starts from (the restored checkpoint's, else 0).
       resumed: the restored step (None: fresh run).
+      last_row: the last step row of ``metrics.jsonl`` up to ``start`` (None: fresh run), the
+        metrics a run resumed at its end returns.
     """
 
     def __init__(self, ckpt: Checkpointer | None = None, log_path: str | None = None,
@@ -65,9 +68,12 @@ class Run:
         self.ckpt, self.start = ckpt, start
         self.resumed = start if ckpt is not None and start else None
         self._log = None
+        self.last_row = None  # the last step row logged before `start` (a resumed run)
         if log_path is not None and main:
             rewind_log(log_path, start)
             self._log = open(log_path, "a")
+        if log_path is not None and self.resumed:
+            self.last_row = last_logged_row(log_path)
 
     def write(self, row: Mapping[str, Any]) -> None:
         """Append one JSON row to ``metrics.jsonl`` (process 0 only)."""

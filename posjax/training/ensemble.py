@@ -261,6 +261,23 @@ def _check_same_program(splits, loss_fn: LossFn, batch: Any, members) -> None:
                              "in initialisation, data order and scalar hyper-parameters")
 
 
+def _stack_member_batches(found: Sequence[Any], step: int, members: Sequence[dict]) -> Any:
+    """The members' batches of ``step`` stacked on a leading axis; a batch with other keys,
+    shapes or dtypes than member 0's is a ValueError naming the member and the field."""
+    ref = jax.tree_util.tree_flatten_with_path(found[0])
+    for i, batch in enumerate(found[1:], 1):
+        leaves, tree = jax.tree_util.tree_flatten_with_path(batch)
+        if tree != ref[1]:
+            raise ValueError(f"the batch of member {i} ({members[i]}) at step {step} has the "
+                             f"fields {tree}, member 0's has {ref[1]}")
+        for (path, x), (_, x0) in zip(leaves, ref[0]):
+            if np.shape(x) != np.shape(x0):
+                raise ValueError(f"the batch of member {i} ({members[i]}) at step {step}: field "
+                                 f"{jax.tree_util.keystr(path)} has shape {np.shape(x)}, member "
+                                 f"0's {np.shape(x0)} (every member's batch must have one shape)")
+    return jax.tree.map(lambda *xs: np.stack(xs), *found)
+
+
 def _stack(trees: Sequence[Any]) -> Any:
     return jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *trees)
 
@@ -335,7 +352,7 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     if per_member and len(batches) != len(members):
         raise ValueError(f"got {len(batches)} batch functions for {len(members)} members")
     if per_member:
-        get_batch = lambda s: jax.tree.map(lambda *xs: np.stack(xs), *[b(s) for b in batches])
+        get_batch = lambda s: _stack_member_batches([b(s) for b in batches], s, members)
     else:
         get_batch = batches
 
@@ -390,7 +407,11 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
         evals: list[list[dict[str, float]]] = [[] for _ in members]
         was_alive = np.asarray(alive)
         first_bad = np.array(bad_step)
-        last: list[dict[str, float]] = [{} for _ in members]
+        logged = {k: v for k, v in (run.last_row or {}).items()
+                  if k not in ("step", "lr", "time", "alive") and isinstance(v, list)
+                  and len(v) == len(members)}  # a resumed run's last logged metrics
+        last: list[dict[str, float]] = [{k: float(v[i]) for k, v in logged.items()}
+                                        for i in range(len(members))]
         pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array, jax.Array]] = []
         t0 = time.perf_counter()
         # the state after `good_step` steps, with `good_alive`/`good_bad`: what a refused step

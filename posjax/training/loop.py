@@ -269,7 +269,8 @@ def _train(model, loss_fn, batches, config, *, out_dir, eval_fn, run_config, des
                       resume=resume, keep=config.keep_checkpoints, main=main)
     with opened as (run, (params, opt_state)):
         evals: list[dict[str, float]] = []
-        last: dict[str, float] = {}
+        last: dict[str, float] = {k: float(v) for k, v in (run.last_row or {}).items()
+                                  if k not in ("step", "lr", "time")}  # a resumed run's
         pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array]] = []
         t0 = time.perf_counter()
         good_step = run.start

@@ -225,3 +225,22 @@ def rewind_log(path: str, step: int) -> int:
             f.writelines(keep)
         os.replace(tmp, path)
     return dropped
+
+
+def last_logged_row(path: str) -> dict | None:
+    """The last step row of the log at ``path`` (a row with ``step`` and ``loss``, not an
+    eval or a per-member divergence row); None when there is none. A resumed run starts from it,
+    so a run resumed at its end returns the metrics it logged last."""
+    if not os.path.exists(path):
+        return None
+    last = None
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line) if line.endswith("\n") else None
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "loss" in row and "member" not in row:
+                last = row
+    return last
+

@@ -455,6 +455,9 @@ def test_r12_segments_pairs_and_spectrum():
     tok = jnp.ones((1, 8), jnp.int32)
     seg = jnp.asarray([[0, 0, 0, 1, 1, 2, 2, 2]])
     assert clf(tok, segment_ids=seg).shape == (1, 3, 2)
+    # a one-token row (found by tests/reliability/test_fuzz.py; was a ZeroDivisionError)
+    np.testing.assert_allclose(clf(tok[:, :1], segment_ids=seg[:, :1])[:, 0], clf(tok[:, :1]),
+                               atol=1e-6)
     with pytest.raises(ValueError, match="num_segments must be an integer >= 1, got -1"):
         clf(tok, segment_ids=seg, num_segments=-1)  # old: empty logits [1, 0, 2]
     with pytest.raises(ValueError, match="num_segments=2 but a row holds 3 segments"):
@@ -467,3 +470,147 @@ def test_r12_segments_pairs_and_spectrum():
     assert topk_spectrum_report([0.5, 0.25], 1.0)["lambda1_share"] == 0.5
     with pytest.raises(ValueError, match=r"sum to 2\.5 > trace\(B\) = 1 \(lambda_1 share 2\.5"):
         topk_spectrum_report([2.5], 1.0)  # old: a share of 2.5 reported
+
+
+# --- R10: experiment cells and finished runs ---------------------------------------------------
+def test_r10_cell_files_checksummed_and_counted(tmp_path, capsys):
+    import json
+    import os
+
+    from experiments.common import CellStore
+
+    store = CellStore(str(tmp_path), {"steps": 3})
+    key = {"pe": "rope"}
+    store.compute(key, lambda: [{"seed": s, "acc": 0.5 + s} for s in range(3)])
+    (path,) = [os.path.join(store.dir, f) for f in os.listdir(store.dir)]
+    fresh = lambda: [{"seed": s, "acc": 0.1} for s in range(3)]
+
+    def edit(change):
+        with open(path) as f:
+            cell = json.load(f)
+        change(cell)
+        with open(path, "w") as f:
+            json.dump(cell, f)
+
+    assert CellStore(str(tmp_path), {"steps": 3}).compute(key, fresh)[2]["acc"] == 2.5
+    # an edited value (valid JSON): old code returned 9.0
+    edit(lambda c: c["value"][0].update(acc=9.0))
+    again = CellStore(str(tmp_path), {"steps": 3})
+    assert [r["acc"] for r in again.compute(key, fresh)] == [0.1, 0.1, 0.1]
+    assert again.computed == 1 and "checksum does not match" in capsys.readouterr().err
+    # one seed removed (and the checksum recomputed by hand): the count is checked
+    from experiments.common import _cell_digest
+
+    edit(lambda c: (c["value"].pop(), c.update(sha256=_cell_digest(c["key"], c["value"]))))
+    assert len(CellStore(str(tmp_path), {"steps": 3}).compute(key, fresh, count=3)) == 3
+    assert "holds 2 entries, the run needs 3" in capsys.readouterr().err
+    # a file written before checksums existed is recomputed, not trusted
+    edit(lambda c: (c.pop("sha256"), c["value"][0].update(acc=7.0)))
+    assert CellStore(str(tmp_path), {"steps": 3}).compute(key, fresh, count=3)[0]["acc"] == 0.1
+
+
+def test_r10_finished_run_returns_its_last_metrics(tmp_path):
+    _, first = _tiny.run(str(tmp_path / "one"), steps=4, log_every=2)
+    _, again = _tiny.run(str(tmp_path / "one"), steps=4, log_every=2)
+    assert first.metrics and again.metrics == pytest.approx(first.metrics)  # old: {}
+    assert again.resumed_from == 4
+    tiny = lambda m: nnx.Linear(8, 2, rngs=nnx.Rngs(m["seed"]))
+
+    def loss(model, batch, key):
+        x = jax.nn.one_hot(batch["tokens"][:, 0], 8)
+        logits = model(x)
+        value = -jnp.take_along_axis(jax.nn.log_softmax(logits), batch["labels"][:, None],
+                                     1).mean()
+        return value, {"acc": (logits.argmax(-1) == batch["labels"]).mean()}
+
+    runs = [train_ensemble(tiny, loss, _tiny.BATCHES, _tiny.config(steps=4, log_every=2),
+                           members=[{"seed": 0}, {"seed": 1}], out_dir=str(tmp_path / "ens"))
+            for _ in range(2)]
+    assert runs[0].metrics[1]["acc"] >= 0 and runs[1].metrics == runs[0].metrics  # old: [{}, {}]
+
+
+# --- R11: --set of fields no code reads -------------------------------------------------------
+def test_r11_set_refuses_described_fields():
+    from experiments.additive_vs_multiplicative import Settings
+    from experiments.common import parse_set
+    from experiments.length_generalization import LGConfig
+    from experiments.network_simulation import NetConfig
+
+    for cls, field in ((Settings, "decay_mask"), (LGConfig, "eval_method"),
+                       (NetConfig, "mask_token")):
+        with pytest.raises(ValueError, match=f"--set: '{field}' describes what the code does"):
+            parse_set(cls, [f"{field}=something else"])
+    assert parse_set(NetConfig, ["steps=3"]) == {"steps": 3}
+
+
+# --- unclear errors and internal exceptions: each a ValueError naming the file/tensor/field -----
+def test_unclear_errors_name_the_file_tensor_or_field(tmp_path):
+    import json
+
+    from posjax.data.corpus import load_tokenizer
+    from posjax.pretrained import load_hf, position_table, write_tiny_checkpoint
+
+    ck = write_tiny_checkpoint(tmp_path / "ck", "bert", max_positions=16)
+    raw = (ck / "model.safetensors").read_bytes()
+    (ck / "model.safetensors").write_bytes(raw[:len(raw) // 2])  # truncated
+    for load in (load_hf, position_table):
+        with pytest.raises(ValueError, match=r"cannot read the safetensors weights "
+                                             r"model\.safetensors in .*ck"):
+            load(ck)
+    (ck / "model.safetensors").write_bytes(b"")  # empty
+    with pytest.raises(ValueError, match=r"model\.safetensors .*truncated, empty"):
+        load_hf(ck)
+    (ck / "model.safetensors").write_bytes(raw)
+    config = (ck / "config.json").read_text()
+    (ck / "config.json").write_text(config[:40])
+    with pytest.raises(ValueError, match=r"config\.json:\d+:\d+: not valid JSON"):
+        load_hf(ck)
+    (ck / "config.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"config\.json: must hold a JSON object.* list"):
+        load_hf(ck)
+    (ck / "config.json").write_text(config)
+    _edit_checkpoint(ck, add={"bert.encoder.layer.0.intermediate.dense.bias":
+                              np.zeros(7, np.float32)})
+    with pytest.raises(ValueError, match=r"tensor bert\.encoder\.layer\.0\.intermediate\.dense"
+                                         r"\.bias has shape \(7,\); .* needs \(64,\)"):
+        load_hf(ck)
+    gpt2 = write_tiny_checkpoint(tmp_path / "gpt2", "gpt2")
+    _edit_checkpoint(gpt2, config={"model_type": "bert"})
+    with pytest.raises(ValueError, match=r"model_type 'bert' has no field 'max_position_embed"):
+        load_hf(gpt2)
+    rob = write_tiny_checkpoint(tmp_path / "rob", "roberta", max_positions=16)
+    _edit_checkpoint(rob, config={"pad_token_id": None})
+    with pytest.raises(ValueError, match=r"field 'pad_token_id' must be a non-negative integer"):
+        load_hf(rob)
+    (tmp_path / "tokenizer.json").write_text('{"model": 3}')
+    with pytest.raises(ValueError, match=r"tokenizer\.json: not a valid tokenizer\.json"):
+        load_tokenizer(tmp_path / "tokenizer.json")
+
+
+def test_internal_exceptions_become_value_errors(tmp_path):
+    from experiments.common import run_cli
+    from posjax.geometry import mds_from_distributions
+    from posjax.models import Classifier, TransformerConfig
+    from posjax.training import ArrayBatches
+    from posjax.training.run_dir import RunDirLocked
+
+    with pytest.raises(ValueError, match="every row of P is the same distribution"):
+        mds_from_distributions(np.full((5, 3), 1 / 3), k=2)  # old: IndexError
+    data = _tiny.data()
+    other = ArrayBatches({"tokens": data["tokens"][:, :6], "labels": data["labels"]}, 16, seed=0)
+    with pytest.raises(ValueError, match=r"batch of member 1 .* field \['tokens'\] has shape "
+                                         r"\(16, 6\), member 0's \(16, 8\)"):
+        train_ensemble(lambda m: _tiny.model(), _tiny.classification_loss,
+                       [_tiny.BATCHES, other], _tiny.config(), members=[{}, {}])
+    with pytest.raises(SystemExit, match="error: .*busy"):
+        run_cli(lambda argv: (_ for _ in ()).throw(RunDirLocked(f"{tmp_path} is busy")))
+    # a learned PE accepts a packed row longer than its table when every position fits
+    cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=16,
+                            max_len=4, pe="learned")
+    clf = Classifier(cfg, 2, pooling="mean", rngs=nnx.Rngs(0))
+    tok = jnp.asarray([[3, 1, 4, 1, 5, 9]])
+    packed = clf(tok, segment_ids=jnp.asarray([[0, 0, 0, 1, 1, 1]]))
+    alone = jnp.stack([clf(tok[:, :3]), clf(tok[:, 3:])], 1)
+    np.testing.assert_allclose(packed, alone, atol=1e-5)
+    with pytest.raises(ValueError, match="sequence length 6 exceeds the 4 positions"):
+        clf(tok)
