@@ -5,6 +5,8 @@
   ``Classifier`` / ``LanguageModel`` (optionally with its PE swapped).
 * :func:`rope_from_hf_config`: the posjax PE of a RoPE model's config;
   :func:`to_hf_rope_config` writes one back (``rope_parameters``).
+* :func:`schedule_from_hf_config`: a config's per-layer schedule (layer types, a PE per layer
+  kind, sliding window, chunk size, attention temperature) as ``TransformerConfig`` fields.
 * :func:`write_tiny_checkpoint`: a small random checkpoint in the exact Hugging Face layout
   (offline tests, examples, quick experiments).
 
@@ -15,10 +17,12 @@ from posjax.pretrained.convert import (MaskedLMHead, PoolerHead, hf_transformer_
 from posjax.pretrained.hub import load_checkpoint, read_config, read_weights, resolve
 from posjax.pretrained.rope_config import ROPE_TYPES, rope_from_hf_config, rope_head_dim
 from posjax.pretrained.rope_export import to_hf_rope_config
+from posjax.pretrained.schedule_config import schedule_from_hf_config
 from posjax.pretrained.tables import position_table, table_offset
 from posjax.pretrained.tiny import ARCHITECTURES, write_tiny_checkpoint
 
 __all__ = ["ARCHITECTURES", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "hf_transformer_config",
            "load_checkpoint", "load_hf", "param_count", "position_table", "read_config",
-           "read_weights", "resolve", "rope_from_hf_config", "rope_head_dim", "table_offset",
+           "read_weights", "resolve", "rope_from_hf_config", "rope_head_dim",
+           "schedule_from_hf_config", "table_offset",
            "to_hf_rope_config", "write_tiny_checkpoint"]
