@@ -156,7 +156,8 @@ PRESET_SOURCES = {
     "llama4_irope": "Llama 4 iRoPE: HF Llama4TextConfig / Llama4TextAttention (Llama-4-Scout config)",
     "gemma3": "Gemma 3: HF Gemma3TextConfig (gemma-3-4b-it config; global RoPE also scaled x8 there)",
     "modernbert": "ModernBERT, arXiv 2412.13663: HF ModernBertConfig / ModernBertAttention",
-    "rnope_swa": "RNoPE-SWA, arXiv 2501.18795 (RoPE + window, NoPE + full)",
+    "rnope_swa": "RNoPE-SWA, arXiv 2501.18795 (RoPE + window, NoPE + full; the 3:1 ratio, "
+                 "window and base are this preset's choice, not read from the paper)",
     "olmo3": "Olmo 3: HF Olmo3Config (Olmo-3-7B config; YaRN on full layers only)",
 }
 
