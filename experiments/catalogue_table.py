@@ -86,6 +86,40 @@ def render_table(rows: list[dict]) -> str:
           "—" if r["stress_opt"] is None else f"{r['stress_opt']:.3f}", r["paper"]] for r in rows])
 
 
+SCHEDULE_HEADER = ["schedule", "layer pattern", "window / chunk", "PE per layer kind",
+                   "temperature", "source"]
+SCHEDULE_INTRO = """## Per-layer schedules
+
+Presets of `posjax.models.schedules.PRESETS` (`TransformerConfig(**preset_config(name))`): a
+layer pattern repeated to `num_layers`, a PE per layer kind and the attention span of the
+windowed kinds; in the length-generalisation experiment as `--set pes=sched_<name>` (window /
+chunk rescaled to `schedule_span`). `posjax.pretrained.schedule_from_hf_config` reads the same
+fields from a Hugging Face config.
+"""
+
+
+def render_schedules() -> str:
+    """The markdown section listing the schedule presets."""
+    from posjax.models.schedules import PRESET_SOURCES, PRESETS
+
+    def pe(spec):
+        opts = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                         for k, v in spec["options"].items())
+        return f"`{spec['pe']}`" + (f" ({opts})" if opts else "")
+
+    rows = []
+    for name, p in PRESETS.items():
+        span = p.get("sliding_window") or p.get("attention_chunk_size")
+        temp = p.get("attention_temperature")
+        rows.append([f"`{name}`", ", ".join(p["layer_types"]) + ("" if p["causal"] else
+                                                                 " (bidirectional)"),
+                     str(span), "; ".join(f"{k}: {pe(v)}" for k, v in p["layer_pe"].items()),
+                     "—" if not temp else f"floor {temp['floor_scale']:g}, scale "
+                                          f"{temp['attn_scale']:g} on NoPE layers",
+                     PRESET_SOURCES[name]])
+    return SCHEDULE_INTRO + "\n" + markdown_table(SCHEDULE_HEADER, rows)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0], default_out="runs/catalogue")
     parser.add_argument("--docs", action="store_true",
@@ -99,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f.write(table + "\n")
     if args.docs:
         with open(DOCS_PAGE, "w") as f:
-            f.write(PAGE_INTRO + "\n" + table + "\n")
+            f.write(PAGE_INTRO + "\n" + table + "\n\n" + render_schedules() + "\n")
     write_json(os.path.join(args.out, "catalogue.json"),
                {"rows": rows, "corpus": CORPUS, "context": CONTEXT, "closed_forms": CLOSED,
                 "stress": {"scale": "optimal", "metric": "chord", "P": "exact"},

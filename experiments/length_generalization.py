@@ -26,6 +26,14 @@ the target, every step saw the gold prefix; conversely). Greedy decoding with
 else recomputing the sequence each step) cross-checks this on a sample of every test length
 (``greedy_check_per_length``); the agreement is recorded.
 
+Per-layer schedules (``posjax.models.schedules.PRESETS``: ``sched_llama4_irope``,
+``sched_gemma3``, ``sched_rnope_swa``, ``sched_olmo3``; the bidirectional ``modernbert`` is
+not a decoder) run as rows through ``--set pes=...``: the preset's layer pattern repeated to
+``num_layers`` (a pattern longer than the model: one layer per kind, in pattern order), its PE
+per layer kind, and its window / chunk (and Llama 4's temperature
+``floor_scale``) set to ``schedule_span`` positions, so that the windowed layers are local at
+these sequence lengths. They are in no preset's PE list (the quick preset is unchanged).
+
 RoPE context-extension variants (``rope_linear``, ``rope_ntk``, ``rope_yarn``, ``rope_llama3``,
 ``longrope`` without searched per-pair factors, i.e. its attention factor alone) are
 applied at test time to the trained RoPE model (``rope_scaling_mode="test_time"``, RoPE has no
@@ -58,6 +66,9 @@ QUICK_PES = ("none", "learned", "sinusoidal", "rope", "alibi", "t5", "kerple_log
              "fire", "xpos", "hope", "pope") + ROPE_SCALINGS
 FULL_PES = QUICK_PES + NEW_PES + ("cape", "hype", "gridpe", "tupe", "cpe", "lape", "complex",
                         "positional_attention", "rope_plus_abs", "mla", "random_fixed")
+# Per-layer schedules (posjax.models.schedules.PRESETS), run as rows by name: --set pes=sched_gemma3
+SCHEDULE_PES = {"sched_llama4_irope": "llama4_irope", "sched_gemma3": "gemma3",
+                "sched_rnope_swa": "rnope_swa", "sched_olmo3": "olmo3"}
 # Registered PEs this experiment does not run, and why (every other registered PE is in FULL_PES).
 EXCLUDED_PES = {
     "mrope_yarn": "on 1-D text it is rope_yarn (tested), which the reference rows already train",
@@ -101,6 +112,7 @@ class LGConfig:
         positions outside its range).
       lape_base: additive PE wrapped by LaPE.
       addition_digit_order, parity_scratchpad: task options.
+      schedule_span: window / chunk size (and Llama 4 floor_scale) of the ``sched_*`` rows.
     """
 
     tasks: tuple[str, ...] = ("copy", "reverse", "addition", "parity", "counting")
@@ -132,6 +144,7 @@ class LGConfig:
     eval_method: str = described("teacher_forced_argmax (== greedy exact match; greedy "
                                  "cross-check)", "the evaluation code")
     seeds: int = 3
+    schedule_span: int = 8
 
     def __post_init__(self):
         choices = {"unseen_rows": ("init",), "rope_scaling_mode": ("test_time", "train_and_test"),
@@ -148,10 +161,13 @@ class LGConfig:
         for t in self.tasks:
             if t not in alg.TASKS:
                 raise ValueError(f"unknown task {t!r}; tasks: {', '.join(alg.TASKS)}")
+        if self.schedule_span < 1:
+            raise ValueError(f"schedule_span must be >= 1, got {self.schedule_span}")
         known = set(encodings.names())
         for p in self.pes:
-            if p not in known:
-                raise ValueError(f"unknown PE {p!r}; registered: {', '.join(sorted(known))}")
+            if p not in known and p not in SCHEDULE_PES:
+                raise ValueError(f"unknown PE {p!r}; registered: {', '.join(sorted(known))}; "
+                                 f"schedules: {', '.join(SCHEDULE_PES)}")
 
 
 QUICK = dict(tasks=("copy",), pes=QUICK_PES, train_max_length=8, n_train=4000, per_length=32,
@@ -203,7 +219,17 @@ def pe_options(pe: str, cfg: LGConfig, train_width: int, test_width: int) -> dic
 
 def model_config(cfg: LGConfig, pe: str, options: dict[str, Any], max_len: int):
     from posjax.models import TransformerConfig
+    from posjax.models.schedules import preset_config
 
+    if pe in SCHEDULE_PES:
+        fields = preset_config(SCHEDULE_PES[pe], span=cfg.schedule_span)
+        fields.pop("causal")
+        if len(fields["layer_types"]) > cfg.num_layers:  # one layer per kind, in pattern order
+            fields["layer_types"] = tuple(dict.fromkeys(fields["layer_types"]))[:cfg.num_layers]
+        return TransformerConfig(vocab_size=alg.vocab_size(), num_layers=cfg.num_layers,
+                                 d_model=cfg.d_model, num_heads=cfg.num_heads, d_ff=cfg.d_ff,
+                                 max_len=max_len, pe="none", causal=True, pre_norm=True,
+                                 dropout=0.0, **fields)
     return TransformerConfig(vocab_size=alg.vocab_size(), num_layers=cfg.num_layers,
                              d_model=cfg.d_model, num_heads=cfg.num_heads, d_ff=cfg.d_ff,
                              max_len=max_len, pe=pe, pe_options=options, causal=True,
@@ -362,13 +388,17 @@ def run(cfg: LGConfig, out: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     options = dataclasses.asdict(cfg)
-    store = CellStore(out, {k: v for k, v in options.items() if k not in ("tasks", "pes")})
+    # schedule_span keys the sched_* cells only (runs without them keep their cells)
+    store = CellStore(out, {k: v for k, v in options.items()
+                            if k not in ("tasks", "pes", "schedule_span")})
     cells: dict[tuple[str, str, int], dict] = {}
     rope_cache: dict = {}
     todo = [(t, pe) for t in cfg.tasks for pe in cfg.pes]
     for task, pe in tqdm(todo, desc="cells"):
-        per_seed = store.compute({"task": task, "pe": pe},
-                                 lambda: run_cell(task, pe, cfg, out, rope_cache),
+        key = {"task": task, "pe": pe}
+        if pe in SCHEDULE_PES:
+            key["schedule_span"] = cfg.schedule_span
+        per_seed = store.compute(key, lambda: run_cell(task, pe, cfg, out, rope_cache),
                                  count=cfg.seeds)
         for seed, value in enumerate(per_seed):
             cells[(task, pe, seed)] = value

@@ -50,12 +50,16 @@ def ramp_frequencies(theta: jax.Array, factor: float, original_max_len: float, l
                      high: float) -> jax.Array:
     """``theta'_k = (1 - g_k) theta_k / s + g_k theta_k`` with g_k = clip((L/lambda_k - low) /
     (high - low), 0, 1) and lambda_k = 2 pi / theta_k (YaRN: low=alpha, high=beta; Llama 3.1:
-    low=f_low, high=f_high). Zero frequencies stay zero."""
-    if high <= low:
-        raise ValueError(f"ramp needs high > low, got low={low}, high={high}")
+    low=f_low, high=f_high). Zero frequencies stay zero. ``high == low`` is the step
+    g_k = [L/lambda_k > low] (Llama 4 Scout's published scaling, f_low = f_high = 1)."""
+    if high < low:
+        raise ValueError(f"ramp needs high >= low, got low={low}, high={high}")
     theta = jnp.asarray(theta, jnp.float32)
     rotations = original_max_len * theta / (2.0 * math.pi)  # L / lambda_k
-    g = jnp.clip((rotations - low) / (high - low), 0.0, 1.0)
+    if high == low:
+        g = (rotations > low).astype(theta.dtype)
+    else:
+        g = jnp.clip((rotations - low) / (high - low), 0.0, 1.0)
     return (1.0 - g) * theta / factor + g * theta
 
 
@@ -186,8 +190,8 @@ class Llama3ScalingOptions(LinearScalingOptions):
 
     def validate(self, ctx: PEContext) -> None:
         super().validate(ctx)
-        if self.high_freq_factor <= self.low_freq_factor:
-            raise ValueError("Llama 3 scaling needs high_freq_factor > low_freq_factor")
+        if self.high_freq_factor < self.low_freq_factor:
+            raise ValueError("Llama 3 scaling needs high_freq_factor >= low_freq_factor")
 
 
 class _ScaledRoPE(RoPE):

@@ -120,7 +120,7 @@ def _rope(base: float, **extra: Any) -> dict[str, Any]:
 #: ``attention_chunk_size`` at the models' values; :func:`preset_config` can rescale them for
 #: toy models). Sources (Hugging Face transformers): ``Llama4TextConfig`` /
 #: ``Llama4TextAttention``; ``Gemma3TextConfig``; ``ModernBertConfig`` / ``ModernBertAttention``;
-#: ``Olmo3Config``; Yang et al. arXiv 2501.18795 (RNoPE-SWA). Each is tested against a NumPy
+#: ``Olmo3Config``; arXiv 2501.18795 (RNoPE-SWA). Each is tested against a NumPy
 #: transcription of its reference (tests/models/test_schedule_presets.py).
 PRESETS: dict[str, dict[str, Any]] = {
     # every 4th layer NoPE + full attention (+ temperature tuning), the rest RoPE + chunks of 8192
@@ -148,6 +148,17 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "full": {"pe": "rope_yarn", "options": {"base": 500000.0, "factor": 8.0,
                                                           "original_max_len": 8192}}},
         causal=True),
+}
+
+
+#: Where each preset's values come from (checked by tests/pretrained/test_schedule_config.py).
+PRESET_SOURCES = {
+    "llama4_irope": "Llama 4 iRoPE: HF Llama4TextConfig / Llama4TextAttention (Llama-4-Scout config)",
+    "gemma3": "Gemma 3: HF Gemma3TextConfig (gemma-3-4b-it config; global RoPE also scaled x8 there)",
+    "modernbert": "ModernBERT, arXiv 2412.13663: HF ModernBertConfig / ModernBertAttention",
+    "rnope_swa": "RNoPE-SWA, arXiv 2501.18795 (RoPE + window, NoPE + full; the 3:1 ratio, "
+                 "window and base are this preset's choice, not read from the paper)",
+    "olmo3": "Olmo 3: HF Olmo3Config (Olmo-3-7B config; YaRN on full layers only)",
 }
 
 

@@ -9,7 +9,7 @@ from flax import nnx
 from posjax import encodings
 from posjax.encodings.base import PositionalEncoding, batch_positions
 from posjax.input_checks import check_range
-from posjax.models.attention import SelfAttention, broadcast_bias, dense
+from posjax.models.attention import SelfAttention, broadcast_bias, dense, has_logits_hook
 from posjax.models.config import TransformerConfig
 from posjax.models.packing import check_segment_ids, segment_mask, segment_positions, segment_runs
 from posjax.models.schedules import and_masks, attention_temperature, layer_kind_mask, ring_size
@@ -345,6 +345,10 @@ class Transformer(nnx.Module):
         layers = []
         for layer, kind in enumerate(cfg.kinds):
             pe = self.layer_pe(layer)
+            if kind != "full" and has_logits_hook(pe):
+                raise ValueError(f"PE '{pe.name}' does not support incremental decoding on a "
+                                 f"{kind!r} layer: its contextual logits hook reads the keys in "
+                                 f"slot order, which a ring buffer rotates")
             probe = jnp.zeros((batch, 1, h, d), dt)
             pos = jnp.zeros((1, 1), jnp.int32)
             k_shape = jax.eval_shape(lambda q, k: pe.rotate(q, k, pos, pos)[1], probe, probe)

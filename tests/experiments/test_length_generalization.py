@@ -121,6 +121,37 @@ def test_tiny_run_writes_outputs_and_resumes(tmp_path):
     assert again["cells"] == res["cells"]
 
 
+def test_schedules_are_rows_through_set_pes(tmp_path):
+    """--set pes=sched_<preset> selects a per-layer schedule (quick preset unchanged)."""
+    from experiments.common import experiment_parser, resolve_config
+    from posjax.models.schedules import PRESETS
+
+    assert not set(lg.SCHEDULE_PES) & set(lg.PRESETS["quick"].pes)
+    assert set(lg.SCHEDULE_PES.values()) == {p for p in PRESETS if PRESETS[p]["causal"]}
+    args = experiment_parser("x", default_out=str(tmp_path)).parse_args(
+        ["--quick", "--set", "pes=none,sched_gemma3", "schedule_span=4"])
+    cfg = resolve_config(args, lg.PRESETS)
+    assert cfg.pes == ("none", "sched_gemma3") and cfg.schedule_span == 4
+    mcfg = lg.model_config(cfg, "sched_gemma3", {}, 40)
+    assert mcfg.kinds == ("sliding", "full") and mcfg.sliding_window == 4 and mcfg.causal
+    assert mcfg.layer_pe_spec("full") == ("rope", {"base": 1e6})
+    with pytest.raises(ValueError, match="schedules: sched_llama4_irope"):
+        lg.LGConfig(pes=("sched_nope",))
+
+
+@pytest.mark.slow
+def test_tiny_schedule_run_decodes_from_the_cache(tmp_path):
+    """A sched_* row trains, and its greedy check decodes from the cache (ring buffers for the
+    chunked layers) in agreement with the teacher-forced exact match."""
+    cfg = lg.LGConfig(tasks=("copy",), pes=("sched_llama4_irope",), train_max_length=2,
+                      test_factor=2, n_train=32, per_length=2, steps=1, batch_size=8,
+                      warmup_steps=0, num_layers=4, d_model=8, num_heads=2, d_ff=8, eval_batch=8,
+                      greedy_check_per_length=1, seeds=1, schedule_span=2)
+    res = lg.run(cfg, str(tmp_path))
+    check = res["cells"][0]["greedy_check"]
+    assert check["n"] == 4 and check["agree"] == 4 and check["kv_cache"] is True
+
+
 def test_summary_mrr_and_nope_verdict():
     from experiments._length_generalization_report import nope_verdict, summarise
 

@@ -164,3 +164,11 @@ def test_per_layer_pe_modules():
     body = Transformer(tiny_config("gemma3", short=False), rngs=nnx.Rngs(0))
     assert body.pe_of_layer == (0, 0, 0, 0, 0, 1) and len(body.pes) == 2
     assert body.pes[0].options.base == 1e4 and body.pes[1].options.base == 1e6
+
+
+def test_contextual_logits_pes_refuse_a_ring_buffer():
+    cfg = TransformerConfig(vocab_size=VOCAB, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                            max_len=32, pe="cope", layer_types=("sliding",), sliding_window=SPAN,
+                            causal=True)
+    with pytest.raises(ValueError, match="ring buffer rotates"):
+        Transformer(cfg, rngs=nnx.Rngs(0)).init_cache(1, 8)
