@@ -27,6 +27,7 @@ def greedy_answers(model, prompts: np.ndarray, k: int) -> np.ndarray:
     the current token do not change its logits: one compiled program per width, identical to
     ``posjax.models.generate(use_cache=False)``); any other model goes through ``generate``
     without a cache."""
+    from posjax.models import generate
 
     try:
         model.transformer.check_support("kv_cache")

@@ -105,6 +105,10 @@ def test_fixed_width_greedy_equals_generate():
     want = np.asarray(generate(model, prompts, max_new_tokens=2, temperature=0.0,
                                use_cache=False))[:, 6:]
     np.testing.assert_array_equal(greedy_answers(model, prompts, 2), want)
+    cpe = LanguageModel(model_config(TINY, "cpe", {}, 50), rngs=nnx.Rngs(3))  # no kv cache
+    want = np.asarray(generate(cpe, prompts, max_new_tokens=1, temperature=0.0,
+                               use_cache=False))[:, 6:]
+    np.testing.assert_array_equal(greedy_answers(cpe, prompts, 1), want)
 
 
 def test_content_dependent_pe_has_no_static_geometry():
