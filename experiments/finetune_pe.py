@@ -191,7 +191,7 @@ def geometry(cfg: FinetuneConfig, prep: Any, hf: dict) -> tuple[dict[str, dict],
 
     from posjax.analysis.encoding_geometry import encoding_distances
     import posjax.geometry as geo
-    from experiments.stress_table.geometry import stress_pair
+    from posjax.geometry.stress_targets import stress_pair
     from posjax.pretrained import position_table
 
     d = int(hf["hidden_size"])
@@ -232,7 +232,7 @@ def table_norm(cfg: FinetuneConfig) -> float:
 def finetune_cell(cfg: FinetuneConfig, prep: Any, pe: str, seed: int, coords: np.ndarray
                   ) -> dict[str, Any]:
     """Fine-tune the checkpoint with ``pe`` (one seed); the JSON-ready row."""
-    from experiments.stress_table.train import mds_model_coords
+    from posjax.encodings.mds import mds_model_coords
     from posjax.pretrained import load_hf, param_count
     from posjax.training import (ArrayBatches, TrainConfig, classification_loss,
                                  evaluate_classifier, train)
@@ -302,12 +302,18 @@ def run(cfg: FinetuneConfig, out_dir: str, *, preset: str = "custom", log=print
         ) -> dict[str, Any]:
     """Run the experiment into ``out_dir`` (results.json, report.md); returns the results.
     ``preset`` is the name recorded with the configuration."""
-    from experiments.stress_table.data import prepare
-    from posjax.pretrained import load_checkpoint
+    from posjax.data.classification_corpus import text_classification_corpus
+    from posjax.pretrained import load_checkpoint, resolve
 
     t0 = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
-    prep = prepare(cfg, out_dir)
+    prep = text_classification_corpus(  # the checkpoint's tokenizer unless one is named
+        cfg.dataset, out_dir, num_positions=cfg.num_positions, max_len=cfg.max_len,
+        keep_special=cfg.keep_special, train_examples=cfg.train_examples,
+        test_examples=cfg.test_examples, seed=cfg.data_seed, data_dir=cfg.data_dir,
+        text_column=cfg.text_column, vocab_file=cfg.vocab_file,
+        tokenizer=cfg.tokenizer or (None if cfg.vocab_file else resolve(cfg.model)),
+        tokenizer_vocab=cfg.tokenizer_vocab, hub_timeout=cfg.hub_timeout)
     if prep.train is None:
         raise ValueError("fine-tuning needs labelled train and validation/test files")
     hf, _, _ = load_checkpoint(cfg.model)

@@ -6,9 +6,9 @@ geometry of positional statistics, on a synthetic corpus, SST-2 and IMDB.
         [--seeds N] [--out DIR] [--data-dir DIR] [--vocab-file VOCAB] [--set key=value ...]
 
 Writes ``DIR/results.json`` (every interpretation option recorded), ``DIR/report.md`` and PNG
-plots. Tables: E1 stress per encoding (raw and optimal scale; plug-in, split-half and, on the
-synthetic corpus, exact ``P``), E2 spectrum, E3 parameters, E4 accuracy of an encoder trained
-with each PE (mean ± 95 % CI over seeds), and the sample-size sensitivity analysis. Finished cells (trained
+plots. Tables (keys of results.json): ``stress`` per encoding (raw and optimal scale; plug-in,
+split-half and, on the synthetic corpus, exact ``P``), ``spectrum`` of B, ``parameters`` (dense
+against low rank), ``accuracy`` of an encoder trained with each PE (mean ± 95 % CI over seeds), and the sample-size sensitivity analysis. Finished cells (trained
 models, sensitivity cells) are stored under ``DIR/cells`` and skipped on rerun.
 
 Public API (docs/stress_table.md): :class:`StressConfig`, :data:`PRESETS`, :func:`make_config`,

@@ -4,15 +4,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from experiments.stress_table.geometry import has_gram_factorisation
-from experiments.stress_table.train import E4_ENCODINGS
+from posjax.geometry.stress_targets import has_gram_factorisation
+
+#: The PEs of the accuracy table: one encoder classifier trained per PE and seed.
+TRAINED_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "mds")
 
 DATASETS = ("synthetic", "sst2", "imdb", "text")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
 # encodings, or changing the checkpoint interval, keeps the finished cells.
 _NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodings",
                 "checkpoint_every", "sens_samples", "sens_repeats")
-# Options of the geometry path: part of the E4 cell salt only when the matrix-free path ran (the
+# Options of the geometry path: part of the accuracy cells' salt only when the matrix-free path ran (the
 # dense path's cells do not depend on them, so runs stored before they existed stay valid).
 _PATH_OPTIONS = ("geometry", "matrix_free_above", "matrix_free_k", "stress_exact_max",
                  "stress_pairs")
@@ -32,7 +34,8 @@ class StressConfig:
     positions, matrix-free above; ``"dense"``; ``"matrix_free"``), ``matrix_free_k`` (top-k
     eigenpairs of B), ``stress_exact_max`` and ``stress_pairs`` (exact streamed stress up to that
     n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic
-    corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``, ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model/E4:
+    corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``, ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model
+    (accuracy table):
     sizes, ``pooling``, optimiser, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
     variant of D it is built from).
     """
@@ -41,7 +44,7 @@ class StressConfig:
     mode: str = "paper"                 # the preset (quick, gpu, paper)
     seeds: int = 3
     data_seed: int = 0
-    encodings: tuple[str, ...] = E4_ENCODINGS
+    encodings: tuple[str, ...] = TRAINED_ENCODINGS
     # geometry
     metric: str = "chord"
     keep_special: bool = True
@@ -85,7 +88,7 @@ class StressConfig:
     sens_vocab: int = 2000
     sens_samples: tuple[int | None, ...] = (None, 100_000, 10_000, 1_000)
     sens_repeats: int = 3
-    # model and training (E4)
+    # model and training (accuracy table)
     d_model: int = 128
     num_layers: int = 4
     num_heads: int = 4
@@ -118,9 +121,9 @@ class StressConfig:
             raise ValueError("--data-dir and --vocab-file apply to sst2 and imdb only")
         if self.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
-        bad = sorted(set(self.encodings) - set(E4_ENCODINGS))
+        bad = sorted(set(self.encodings) - set(TRAINED_ENCODINGS))
         if bad:
-            raise ValueError(f"unknown E4 encodings {bad}; choose from {', '.join(E4_ENCODINGS)}")
+            raise ValueError(f"unknown encodings {bad}; choose from {', '.join(TRAINED_ENCODINGS)}")
         if self.mds_variant not in ("plugin", "split_half", "exact"):
             raise ValueError(f"mds_variant must be plugin, split_half or exact, got "
                              f"{self.mds_variant!r}")
@@ -149,7 +152,7 @@ class StressConfig:
 
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("synthetic", "paper"): {},
-    # one H200 in <= 8 min: the paper-scale synthetic corpus and E4 encoders, 5 seeds
+    # one H200 in <= 8 min: the paper-scale synthetic corpus and trained encoders, 5 seeds
     ("synthetic", "gpu"): dict(seeds=5),
     ("synthetic", "quick"): dict(num_positions=32, vocab_size=500, samples_per_position=20_000,
                                  train_examples=3000, test_examples=1024, seeds=3, d_model=32,

@@ -2,21 +2,23 @@
 line :func:`main`."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any, Sequence
 
 import jax
+from posjax.geometry.stress_targets import not_computed
 
 from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
-                                run_cli, versions, write_json)
+                                versions, write_json)
 from experiments.stress_table import geometry as G
 from experiments.stress_table import report as R
 from experiments.stress_table.config import (_NOT_RESULTS, _PATH_OPTIONS, StressConfig,
                                              make_config)
 from experiments.stress_table.data import prepare
 from experiments.stress_table.geometry import (analyse_matrix_free, fixed_coordinates,
-                                               not_computed, pretrained_e1_rows)
+                                               pretrained_stress_rows)
 from experiments.stress_table.train import train_cell
 
 
@@ -46,8 +48,24 @@ def _sensitivity(cfg: StressConfig, out_dir: str, log) -> list[dict]:
     return G.summarise_sensitivity(cells)
 
 
+def refuse_old_layout(out_dir: str) -> None:
+    """ValueError when ``out_dir`` holds a results.json whose tables are keyed E1-E4 (the
+    layout before the tables were named stress, spectrum, parameters, accuracy)."""
+    path = os.path.join(out_dir, "results.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            old = sorted({"E1", "E2", "E3", "E4"} & set(json.load(f)))
+        if old:
+            raise ValueError(
+                f"{out_dir} holds a stress_table run of the old layout (results.json tables "
+                f"{', '.join(old)}; now 'stress', 'spectrum', 'parameters', 'accuracy', see "
+                "docs/stress_table.md): choose a new --out, or delete its results.json to rerun "
+                "there (its finished cells are reused)")
+
+
 def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     """Run the whole experiment into ``out_dir`` and return the results dict."""
+    refuse_old_layout(out_dir)
     t_start, cpu_start = time.perf_counter(), time.process_time()
     os.makedirs(out_dir, exist_ok=True)
     timing: dict[str, float] = {}
@@ -73,44 +91,45 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
         f"r_low={summaries['plugin']['r_low']} ({timing['geometry']:.1f} s)")
 
     t0 = time.perf_counter()
+    # "E4": the on-disk key of the accuracy cells, kept so that finished cells stay valid
     store = CellStore(out_dir, {"part": "E4", **_salt(cfg, path=path)})
-    targets = G.as_targets(variants, cfg)
+    targets = G.as_targets(variants, G.rows_options(cfg))
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
-    e4_rows = []
+    accuracy_rows = []
     if prep.train is None:
-        log(prep.info.get("E4_note") or "E4 skipped: no labels")
+        log(prep.info.get("accuracy_note") or "accuracy table skipped: no labels")
     for pe in (cfg.encodings if prep.train is not None else ()):
         for seed in range(cfg.seeds):
             found = store.get({"pe": pe, "seed": seed})
             row = found if found is not None else store.put(
                 {"pe": pe, "seed": seed},
                 train_cell(cfg, prep, pe, seed, mds_coords, targets, out_dir))
-            e4_rows.append(row)
+            accuracy_rows.append(row)
             how = "stored" if found is not None else f"{row['seconds']:.1f} s"
-            log(f"E4 {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
-    timing["E4"] = time.perf_counter() - t0
+            log(f"accuracy {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
+    timing["accuracy"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     sens_rows = _sensitivity(cfg, out_dir, log)
     timing["sensitivity"] = time.perf_counter() - t0
 
-    trained = {key: [r["trained_stress"] for r in e4_rows
+    trained = {key: [r["trained_stress"] for r in accuracy_rows
                      if r["pe"] == pe and r.get("trained_stress")]
                for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
-    e1 = {v: R.e1_entries(summaries[v], trained, v) for v in variants}
+    stress = {v: R.stress_rows(summaries[v], trained, v) for v in variants}
     if path == "matrix_free":  # trained encoders whose stress needs distances: say so
         for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5")):
-            for v in e1:
-                if any(r["pe"] == pe for r in e4_rows) and key not in e1[v]:
-                    e1[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
+            for v in stress:
+                if any(r["pe"] == pe for r in accuracy_rows) and key not in stress[v]:
+                    stress[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
     if cfg.pretrained:
         with jax.enable_x64(True):
-            for v, rows in pretrained_e1_rows(cfg, prep, targets).items():
-                e1[v].update(rows)
-    e4 = R.e4_summary(e4_rows)
+            for v, rows in pretrained_stress_rows(cfg, prep, targets).items():
+                stress[v].update(rows)
+    accuracy = R.accuracy_summary(accuracy_rows)
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
-    claim_list = R.claims(e1, summaries, e4, cfg, ceiling)
-    files = R.plots(out_dir, variants, arrays, e1, e4, sens_rows)
+    claim_list = R.claims(stress, summaries, accuracy, cfg, ceiling)
+    files = R.plots(out_dir, variants, arrays, stress, accuracy, sens_rows)
     timing["total"] = time.perf_counter() - t_start
     timing["cpu_total"] = time.process_time() - cpu_start
 
@@ -133,7 +152,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
             "N_i_per_half": ginfo["N_i_per_half"], "n": n,
             "adapters": {"sinusoidal_dim": cfg.sinusoidal_dim, "rope_head_dim": cfg.rope_head_dim,
                          "rope_mode": cfg.rope_mode, "alibi_scale": cfg.alibi_scale,
-                         "learned": "raw rows (no LayerNorm) of the trained E4 table"},
+                         "learned": "raw rows (no LayerNorm) of the trained encoders' tables"},
             "mds_pe": {"variant": cfg.mds_variant, "rank_rule": ["energy", cfg.eps],
                        "scale": cfg.mds_scale, "trainable": cfg.mds_trainable,
                        "lift": cfg.mds_lift, "max_rank": cfg.mds_max_rank,
@@ -143,10 +162,10 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
         },
         "options": cfg.record(), "versions": versions(), "data": prep.info,
         "geometry": {"info": ginfo, "variants": summaries},
-        "E1": e1, "E2": {v: s["E2"] for v, s in summaries.items()},
-        "E3": {v: s["E3"] for v, s in summaries.items()},
-        "E4": {"rows": e4_rows, "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
-                                            for pe, s in e4.items()},
+        "stress": stress, "spectrum": {v: s["spectrum"] for v, s in summaries.items()},
+        "parameters": {v: s["parameters"] for v, s in summaries.items()},
+        "accuracy": {"rows": accuracy_rows, "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
+                                            for pe, s in accuracy.items()},
                "bayes_accuracy": ceiling},
         "sensitivity": {"rows": sens_rows, "geometry": G.geometry_path(cfg, cfg.sens_positions),
                         "spec_toy": {str(k): v for k, v in
@@ -155,7 +174,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     }
     write_json(os.path.join(out_dir, "results.json"), results)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
-        f.write(R.report_markdown(results, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list))
+        f.write(R.report_markdown(results, cfg, stress, summaries, accuracy, ceiling, sens_rows, claim_list))
     return results
 
 
@@ -168,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         "(default: $POSJAX_DATA_DIR, else the hub)")
     p.add_argument("--vocab-file", default=None, help="a bert-base-uncased vocab.txt")
     p.add_argument("--pretrained", default=None,
-                   help="checkpoint dir or hub id: adds its learned position table to E1")
+                   help="checkpoint dir or hub id: adds its learned position table to the stress table")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer.json, vocab.txt or checkpoint directory")
     p.add_argument("--progress", action="store_true", help="show training progress bars")
@@ -178,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     cfg = make_config(args.dataset, preset=preset_name(args), **overrides)
     results = run(cfg, args.out)
     print()
-    print(R.compact_e1(results))
+    print(R.compact_stress_table(results))
     print(f"\nreport:  {os.path.join(args.out, 'report.md')}")
     print(f"results: {os.path.join(args.out, 'results.json')}")
     plots = ", ".join(os.path.basename(f) for f in results["files"].values())

@@ -1,4 +1,4 @@
-"""Geometry part of the stress experiment: tables E1 (stress), E2 (spectrum), E3 (parameters)
+"""Geometry part of the stress experiment: the stress, spectrum and parameter tables
 and the sample-size sensitivity analysis (arXiv 2604.05217; docs/interpretations.md).
 
 Every function here is called inside ``jax.enable_x64(True)`` by the driver: the full-rank MDS
@@ -16,11 +16,17 @@ import numpy as np
 
 from posjax.analysis.encoding_geometry import encoding_coordinates, encoding_distances
 import posjax.geometry as geo
+from posjax.geometry.stress_targets import (DenseTarget, RowsTarget, coords_stress,
+                                            has_gram_factorisation, not_computed, stress_pair)
+
+from posjax.data.classification_corpus import ClassificationCorpus
+
+from experiments.stress_table.config import StressConfig
 
 FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
 
 
-def _estimate(prep: Any, cfg: Any, split_half: bool):
+def _estimate(prep: ClassificationCorpus, cfg: StressConfig, split_half: bool):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         P, N = geo.positional_distributions(
@@ -31,7 +37,7 @@ def _estimate(prep: Any, cfg: Any, split_half: bool):
     return np.asarray(P), np.asarray(N), [str(w.message) for w in caught]
 
 
-def distance_variants(prep: Any, cfg: Any, plugin: tuple | None = None
+def distance_variants(prep: ClassificationCorpus, cfg: StressConfig, plugin: tuple | None = None
                       ) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
     """Hellinger matrices of every estimator variant, truncated to a common ``n``
     (``plugin``: the already estimated ``(P, N, notes)``).
@@ -64,8 +70,8 @@ def distance_variants(prep: Any, cfg: Any, plugin: tuple | None = None
     return out, info
 
 
-def fixed_distances(n: int, cfg: Any) -> dict[str, np.ndarray]:
-    """Distances of the fixed encodings of table E1 (docs/interpretations.md)."""
+def fixed_distances(n: int, cfg: StressConfig) -> dict[str, np.ndarray]:
+    """Distances of the fixed encodings of the stress table (docs/interpretations.md)."""
     return {
         "sinusoidal": encoding_distances("sinusoidal", n, dim=cfg.sinusoidal_dim),
         "rope": encoding_distances("rope", n, head_dim=cfg.rope_head_dim, mode=cfg.rope_mode),
@@ -76,15 +82,9 @@ def fixed_distances(n: int, cfg: Any) -> dict[str, np.ndarray]:
     }
 
 
-def stress_pair(D: np.ndarray, E: np.ndarray) -> dict[str, float]:
-    """``{"raw": sigma(E; D), "optimal": sigma*(E; D)}`` (Eq. (4), no square root)."""
-    return {"raw": float(geo.stress(D, distances=E)),
-            "optimal": float(geo.stress(D, distances=E, scale="optimal"))}
-
-
-def analyse(D: np.ndarray, D_fr: np.ndarray, cfg: Any, fixed: dict[str, np.ndarray]
+def analyse(D: np.ndarray, D_fr: np.ndarray, cfg: StressConfig, fixed: dict[str, np.ndarray]
             ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """E1 rows (without trained encoders), E2 spectrum and E3 parameters for one ``D``.
+    """Stress rows (without trained encoders), spectrum and parameters for one ``D``.
 
     Returns:
       ``(summary, arrays)``: a JSON-ready summary and the arrays the report and the model need
@@ -120,15 +120,15 @@ def analyse(D: np.ndarray, D_fr: np.ndarray, cfg: Any, fixed: dict[str, np.ndarr
     })
     two = geo.classical_mds(D, dim=min(2, n)).coords
     summary = {"n": n, "geometry": "dense", "r_full": int(full.rank), "r_low": r_low,
-               "E1": rows, "E2": spec, "E3": param_rows(n, cfg, r_low, int(alt.rank)),
+               "stress": rows, "spectrum": spec, "parameters": param_rows(n, cfg, r_low, int(alt.rank)),
                "smacof_history_ends": [float(hist[0]), float(hist[-1])]}
     arrays = {"coords_low": np.asarray(low.coords), "coords_full": X,
               "coords_2d": np.asarray(two), "eigenvalues": lam}
     return summary, arrays
 
 
-def param_rows(n: int, cfg: Any, r_low: int, r_alt: int) -> dict[str, dict[str, Any]]:
-    """E3: dense ``n d`` against factorised ``r (n + d)`` parameters at the low ranks."""
+def param_rows(n: int, cfg: StressConfig, r_low: int, r_alt: int) -> dict[str, dict[str, Any]]:
+    """The parameter table: dense ``n d`` against factorised ``r (n + d)`` parameters at the low ranks."""
     params = {}
     for label, d, r, eps in (("paper_d", cfg.sinusoidal_dim, r_low, cfg.eps),
                              ("paper_d_alt", cfg.sinusoidal_dim, r_alt, cfg.eps_alt),
@@ -141,32 +141,23 @@ def param_rows(n: int, cfg: Any, r_low: int, r_alt: int) -> dict[str, dict[str, 
     return params
 
 
-class DenseTarget:
-    """A dense Hellinger matrix ``D [n, n]`` to compare encodings with."""
-
-    kind = "dense"
-
-    def __init__(self, D: np.ndarray):
-        self.D, self.n = D, int(D.shape[0])
-
-    def head(self, n: int) -> "DenseTarget":
-        return DenseTarget(self.D[:n, :n])
-
-    def stress_of(self, *, table: np.ndarray | None = None,
-                  distances: np.ndarray | None = None) -> dict[str, float]:
-        E = geo.dist_learned(table) if table is not None else distances
-        return stress_pair(self.D, np.asarray(E, np.float64))
+def rows_options(cfg: StressConfig) -> dict[str, Any]:
+    """The options of :func:`~posjax.geometry.stress_targets.coords_stress` this run uses."""
+    return dict(metric=cfg.metric, exact_max=cfg.stress_exact_max, pairs=cfg.stress_pairs,
+                seed=cfg.data_seed)
 
 
-def as_targets(variants: dict[str, Any], cfg: Any = None) -> dict[str, Any]:
+def as_targets(variants: dict[str, Any], options: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
     """``{variant: target}`` from ``{variant: {"D": ...}}`` (dense), ``{variant: {"P": ...}}``
-    (matrix-free), bare ``D`` arrays, or targets (returned as they are)."""
+    (matrix-free, :class:`RowsTarget` with ``options`` from :func:`rows_options`), bare ``D``
+    arrays, or targets (returned as they are)."""
     out = {}
     for name, v in variants.items():
         if hasattr(v, "stress_of"):
             out[name] = v
         elif isinstance(v, dict) and "P" in v:
-            out[name] = RowsTarget(v["P"], cfg)
+            out[name] = RowsTarget(v["P"], **(options or {}))
         else:
             out[name] = DenseTarget(np.asarray(v["D"] if isinstance(v, dict) else v))
     return out
@@ -184,7 +175,7 @@ def trained_stress(targets: dict[str, Any], *, table: np.ndarray | None = None,
     return out
 
 
-def geometry_path(cfg: Any, n: int) -> str:
+def geometry_path(cfg: StressConfig, n: int) -> str:
     """``"dense"`` or ``"matrix_free"`` for ``n`` positions: the ``geometry`` option, where
     ``"auto"`` is matrix-free when ``n > matrix_free_above`` and the metric has a Gram
     factorisation (chord, normalized)."""
@@ -194,7 +185,7 @@ def geometry_path(cfg: Any, n: int) -> str:
             else "dense")
 
 
-def geometry_variants(prep: Any, cfg: Any) -> tuple[str, dict[str, dict[str, np.ndarray]], dict]:
+def geometry_variants(prep: ClassificationCorpus, cfg: StressConfig) -> tuple[str, dict[str, dict[str, np.ndarray]], dict]:
     """``(path, variants, info)``: the geometry of every estimator variant on the chosen path
     (dense: ``{"D", "D_fr"}`` per variant, :func:`distance_variants`; matrix-free: ``{"P"}``)."""
     P, N, notes = _estimate(prep, cfg, split_half=False)
@@ -215,7 +206,7 @@ def geometry_variants(prep: Any, cfg: Any) -> tuple[str, dict[str, dict[str, np.
     return path, variants, info
 
 
-def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) -> dict[str, Any]:
+def sensitivity_cell(cfg: StressConfig, samples: int | None, debias: str, repeat: int) -> dict[str, Any]:
     """One cell of the sample-size analysis: stress of MDS (r = 1, 2, 3) and of ALiBi, sinusoidal and
     RoPE against ``D`` estimated from ``samples`` draws per position (None: exact ``P``).
 
@@ -236,7 +227,7 @@ def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) ->
                                                   seed=cfg.data_seed).coords, np.float64)
         fixed = {k: c for k, c in fixed_coordinates(P.shape[0], cfg).items() if k != "nope"}
         configs = {**{f"mds_r{r}": X[:, :r] for r in (1, 2, 3)}, **fixed}
-        return dict(zip(configs, coords_stress(P, list(configs.values()), cfg)))
+        return dict(zip(configs, coords_stress(P, list(configs.values()), **rows_options(cfg))))
     if samples is None:
         D = geo.hellinger_matrix(corpus.P, metric=cfg.metric)
     elif debias == "split_half":
@@ -254,7 +245,7 @@ def sensitivity_cell(cfg: Any, samples: int | None, debias: str, repeat: int) ->
     return out
 
 
-def sensitivity_settings(cfg: Any) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
+def sensitivity_settings(cfg: StressConfig) -> tuple[list[tuple[int | None, str]], dict[str, Any]]:
     """``(settings, path_key)``: the ``(samples, debias)`` cells of the sample-size analysis
     and the extra cell-key entries of its path (empty for the dense path; on the matrix-free
     path the split-half cells are left out)."""
@@ -297,7 +288,7 @@ INTERPRETATIONS_TOY_STRESS = {
 
 
 # --- matrix-free path ---------------------------------------------------------------
-# Matrix-free geometry of the stress experiment: tables E1, E2 and E3 at large ``n`` without
+# Matrix-free geometry of the stress experiment: the stress, spectrum and parameter tables at large ``n`` without
 # any ``[n, n]`` array (arXiv 2604.05217; docs/long_context_geometry.md).
 # 
 # Chosen by the ``geometry`` option (``"auto"``: when ``n > matrix_free_above`` and the metric has
@@ -318,21 +309,8 @@ INTERPRETATIONS_TOY_STRESS = {
 # Call inside ``jax.enable_x64(True)``, like the dense path.
 
 
-#: Metrics whose ``B`` factorises as a Gram matrix of the centred ``sqrt(P)`` rows.
-GRAM_METRICS = ("chord", "normalized")
-
-
-def not_computed(n: int) -> str:
-    """The marker of a quantity the matrix-free path does not compute."""
-    return f"not computed at n = {n} (matrix-free)"
-
-
-def has_gram_factorisation(metric: str) -> bool:
-    return geo.canonical_metric(metric) in GRAM_METRICS
-
-
-def fixed_coordinates(n: int, cfg: Any) -> dict[str, np.ndarray]:
-    """Coordinates of the fixed encodings of E1, with the options of the dense path (so their
+def fixed_coordinates(n: int, cfg: StressConfig) -> dict[str, np.ndarray]:
+    """Coordinates of the fixed encodings of the stress table, with the options of the dense path (so their
     distances equal ``fixed_distances``)."""
     return {
         "sinusoidal": encoding_coordinates("sinusoidal", n, dim=cfg.sinusoidal_dim),
@@ -345,49 +323,6 @@ def fixed_coordinates(n: int, cfg: Any) -> dict[str, np.ndarray]:
     }
 
 
-def coords_stress(P: np.ndarray, coords: list[np.ndarray], cfg: Any) -> list[dict[str, Any]]:
-    """Raw and optimal-scale stress of each configuration against the Hellinger geometry of ``P``.
-
-    Exact (streamed) when ``n <= cfg.stress_exact_max``; otherwise estimated from
-    ``cfg.stress_pairs`` pairs (the same pairs for every configuration and both scales) with a
-    95 % interval under ``"ci"``.
-    """
-    n = P.shape[0]
-    exact = n <= cfg.stress_exact_max
-    pairs = None if exact else cfg.stress_pairs
-    results = geo.stress_from_distributions(P, list(coords), scale=("raw", "optimal"),
-                                            metric=cfg.metric, pairs=pairs, seed=cfg.data_seed)
-    out = []
-    for est in results:  # one pass over the pairs serves both scales
-        if exact:
-            out.append({"raw": float(est["raw"]), "optimal": float(est["optimal"]),
-                        "method": "exact"})
-            continue
-        out.append({"raw": est["raw"].value, "optimal": est["optimal"].value,
-                    "method": "sampled_pairs", "pairs": int(est["raw"].num_pairs),
-                    "ci": {s: [e.ci_low, e.ci_high] for s, e in est.items()}})
-    return out
-
-
-class RowsTarget:
-    """The Hellinger geometry of probability rows ``P [n, V]`` (no ``[n, n]`` array)."""
-
-    kind = "matrix_free"
-
-    def __init__(self, P: np.ndarray, cfg: Any):
-        self.P, self.cfg, self.n = P, cfg, int(P.shape[0])
-
-    def head(self, n: int) -> "RowsTarget":
-        return RowsTarget(self.P[:n], self.cfg)
-
-    def stress_of(self, *, table: np.ndarray | None = None,
-                  distances: np.ndarray | None = None) -> dict[str, Any]:
-        if table is None:
-            raise ValueError(f"stress {not_computed(self.n)}: this encoding has distances but no "
-                             "coordinates")
-        return coords_stress(self.P, [np.asarray(table, np.float64)], self.cfg)[0]
-
-
 def _rank(spec: dict, eps: float, k: int) -> tuple[int, bool]:
     """``(r_eps, reached)``: the energy-rule rank, or ``(k, False)`` when the top ``k``
     eigenvalues hold less than ``1 - eps`` of ``trace(B)``."""
@@ -395,9 +330,9 @@ def _rank(spec: dict, eps: float, k: int) -> tuple[int, bool]:
     return (r, True) if isinstance(r, int) else (k, False)
 
 
-def analyse_matrix_free(P: np.ndarray, cfg: Any, fixed: dict[str, np.ndarray]
+def analyse_matrix_free(P: np.ndarray, cfg: StressConfig, fixed: dict[str, np.ndarray]
                         ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """E1 rows (without trained encoders), E2 spectrum and E3 parameters from ``P [n, V]``.
+    """Stress rows (without trained encoders), spectrum and parameters from ``P [n, V]``.
 
     Returns:
       ``(summary, arrays)`` shaped as the dense ``analyse`` returns them; quantities this path
@@ -416,7 +351,7 @@ def analyse_matrix_free(P: np.ndarray, cfg: Any, fixed: dict[str, np.ndarray]
     r_low, reached = _rank(top, cfg.eps, k)
     r_alt, reached_alt = _rank(top, cfg.eps_alt, k)
     configs = {"mds_k": X, "mds_low": X[:, :r_low], "mds_low_alt": X[:, :r_alt], **fixed}
-    rows = dict(zip(configs, coords_stress(P, list(configs.values()), cfg)))
+    rows = dict(zip(configs, coords_stress(P, list(configs.values()), **rows_options(cfg))))
     rows["mds_k"]["rank"] = k
     rows["mds_low"].update(rank=r_low, energy_target_reached=reached)
     rows["mds_low_alt"].update(rank=r_alt, eps=cfg.eps_alt, energy_target_reached=reached_alt)
@@ -444,15 +379,15 @@ def analyse_matrix_free(P: np.ndarray, cfg: Any, fixed: dict[str, np.ndarray]
     for p in params.values():  # r = k stands in for an r_eps beyond k: a lower bound
         p["energy_target_reached"] = reached if p["eps"] == cfg.eps else reached_alt
     summary = {"n": n, "geometry": "matrix_free", "k": k, "r_full": nc, "r_low": r_low,
-               "E1": rows, "E2": spec, "E3": params,
+               "stress": rows, "spectrum": spec, "parameters": params,
                "smacof_history_ends": nc, "notes": notes}
     arrays = {"coords_low": X[:, :r_low], "coords_full": X, "coords_2d": X[:, :min(2, k)],
               "eigenvalues": lam, "trace": trace}
     return summary, arrays
 
 
-def matrix_free_variants(prep: Any, P: np.ndarray, N: np.ndarray, notes: list[str],
-                         cfg: Any) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
+def matrix_free_variants(prep: ClassificationCorpus, P: np.ndarray, N: np.ndarray, notes: list[str],
+                         cfg: StressConfig) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
     """``({"plugin": {"P"}, ["exact": {"P"}]}, info)``: the rows each variant's geometry is
     computed from (split-half debiasing needs the dense path)."""
     n = P.shape[0]
@@ -487,7 +422,7 @@ def geometry_paragraph(g: dict, summaries: dict, n: int, labels: dict[str, str])
     return " ".join(lines)
 
 
-def pretrained_e1_rows(cfg: Any, prep: Any, variants: dict[str, Any]
+def pretrained_stress_rows(cfg: StressConfig, prep: ClassificationCorpus, variants: dict[str, Any]
                        ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{variant: {"pretrained": row, ["pretrained_ln": row]}}``: stress (raw and optimal
     scale) of the checkpoint's table rows against each variant's geometry (``{"D"}``,
@@ -495,7 +430,7 @@ def pretrained_e1_rows(cfg: Any, prep: Any, variants: dict[str, Any]
     from posjax.pretrained import position_table
 
     off = prep.model_offset
-    variants = as_targets(variants, cfg)
+    variants = as_targets(variants, rows_options(cfg))
     out: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in variants}
     kinds = [("pretrained", False)] + ([("pretrained_ln", True)]
                                        if cfg.pretrained_layernorm else [])

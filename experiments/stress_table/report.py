@@ -1,4 +1,5 @@
-"""Tables, claim checks, report.md and plots of the stress experiment (arXiv 2604.05217)."""
+"""Tables (stress, spectrum, parameters, accuracy, sensitivity), claim checks, report.md and
+plots of the stress experiment (arXiv 2604.05217)."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ import numpy as np
 
 from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std
 from experiments.common import verdict as ci_verdict
+from experiments.stress_table.config import StressConfig
 from experiments.stress_table.geometry import INTERPRETATIONS_TOY_STRESS, geometry_paragraph
 
 ENCODING_LABELS = {
@@ -16,11 +18,11 @@ ENCODING_LABELS = {
     "mds_low": "MDS, low rank (r_eps)",
     "mds_low_alt": "MDS, low rank (r_eps, eps_alt)",
     "mds_smacof": "MDS + SMACOF (r_eps)",
-    "learned": "Learned (trained E4 encoder)",
+    "learned": "Learned (trained encoder)",
     "pretrained": "Learned (pretrained checkpoint, e.g. BERT-base)",
     "pretrained_ln": "Learned (pretrained checkpoint, post-LayerNorm)",
-    "mds_trained": "MDS PE after E4 training",
-    "t5": "T5 bias (trained E4 encoder)",
+    "mds_trained": "MDS PE after training",
+    "t5": "T5 bias (trained encoder)",
     "sinusoidal": "Sinusoidal",
     "rope": "RoPE (kernel)",
     "alibi": "ALiBi (abs. offset)",
@@ -48,10 +50,10 @@ def _number(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) else float("nan")
 
 
-def e1_entries(variant_summary: dict, trained: dict[str, list[dict]], variant: str
+def stress_rows(variant_summary: dict, trained: dict[str, list[dict]], variant: str
                ) -> dict[str, dict[str, Any]]:
-    """E1 rows of one variant: geometry rows plus trained encoders (mean and sd over seeds)."""
-    rows = {k: dict(v) for k, v in variant_summary["E1"].items()}
+    """Stress rows of one variant: geometry rows plus trained encoders (mean and sd over seeds)."""
+    rows = {k: dict(v) for k, v in variant_summary["stress"].items()}
     for key, runs in trained.items():
         vals = [r[variant] for r in runs if r and variant in r]
         if vals:
@@ -61,51 +63,51 @@ def e1_entries(variant_summary: dict, trained: dict[str, list[dict]], variant: s
     return rows
 
 
-def e1_table(e1: dict[str, dict[str, dict]], variants: list[str]) -> str:
+def stress_markdown(stress: dict[str, dict[str, dict]], variants: list[str]) -> str:
     order = list(ENCODING_LABELS)
     headers = ["Encoding", "r"] + [f"{VARIANT_LABELS[v]} {s}" for v in variants
                                    for s in ("σ_raw", "σ*")]
     body = []
     for key in order:
-        if key not in e1[variants[0]]:
+        if key not in stress[variants[0]]:
             continue
-        r = e1[variants[0]][key].get("rank", "")
+        r = stress[variants[0]][key].get("rank", "")
         cells = [ENCODING_LABELS[key], str(r)]
         for v in variants:
-            row = e1[v].get(key, {})
+            row = stress[v].get(key, {})
             cells += [_cell(row, "raw"), _cell(row, "optimal")]
         body.append(cells)
     return markdown_table(headers, body)
 
 
-def e2_table(summaries: dict[str, dict]) -> str:
+def spectrum_markdown(summaries: dict[str, dict]) -> str:
     headers = ["Quantity"] + [VARIANT_LABELS[v] for v in summaries]
     get = {
         "n": lambda s: s["n"],
         "geometry": lambda s: (s.get("geometry", "dense") if "k" not in s else
                                f"matrix-free, top k = {s['k']} (energy "
-                               f"{s['E2']['captured']:.4f} of trace B)"),
-        "r_tau (tau=1e-6)": lambda s: s["E2"]["r_tau"],
-        "r_eps (eps=1e-2)": lambda s: s["E2"]["r_eps"]["0.01"],
-        "r_eps (eps=1e-3)": lambda s: s["E2"]["r_eps"]["0.001"],
-        "erank": lambda s: _fmt(s["E2"]["erank"]),
-        "λ1 share": lambda s: _fmt(s["E2"]["lambda1_share"]),
-        "first 10 λ_k/Σλ+": lambda s: " ".join(f"{v:.3f}" for v in s["E2"]["top_normalized"]),
-        "NM (chord)": lambda s: _fmt(s["E2"]["negative_mass_chord"]),
-        "NM (fr_arc)": lambda s: _fmt(s["E2"]["negative_mass_fr_arc"]),
-        "SIS": lambda s: _fmt(s["E2"]["sis"]),
-        "DCT alignment m=1..4": lambda s: " / ".join(f"{v:.2f}" for v in s["E2"]["dct_alignment"]),
-        "ramp alignment": lambda s: _fmt(s["E2"]["ramp_alignment"]),
+                               f"{s['spectrum']['captured']:.4f} of trace B)"),
+        "r_tau (tau=1e-6)": lambda s: s["spectrum"]["r_tau"],
+        "r_eps (eps=1e-2)": lambda s: s["spectrum"]["r_eps"]["0.01"],
+        "r_eps (eps=1e-3)": lambda s: s["spectrum"]["r_eps"]["0.001"],
+        "erank": lambda s: _fmt(s["spectrum"]["erank"]),
+        "λ1 share": lambda s: _fmt(s["spectrum"]["lambda1_share"]),
+        "first 10 λ_k/Σλ+": lambda s: " ".join(f"{v:.3f}" for v in s["spectrum"]["top_normalized"]),
+        "NM (chord)": lambda s: _fmt(s["spectrum"]["negative_mass_chord"]),
+        "NM (fr_arc)": lambda s: _fmt(s["spectrum"]["negative_mass_fr_arc"]),
+        "SIS": lambda s: _fmt(s["spectrum"]["sis"]),
+        "DCT alignment m=1..4": lambda s: " / ".join(f"{v:.2f}" for v in s["spectrum"]["dct_alignment"]),
+        "ramp alignment": lambda s: _fmt(s["spectrum"]["ramp_alignment"]),
     }
     return markdown_table(headers, [[k] + [str(f(s)) for s in summaries.values()]
                                     for k, f in get.items()])
 
 
-def e3_table(summaries: dict[str, dict]) -> str:
+def parameters_markdown(summaries: dict[str, dict]) -> str:
     headers = ["Variant", "n", "d", "ε", "r", "nd", "r(n+d)", "saving", "break-even r"]
     body = []
     for v, s in summaries.items():
-        for p in s["E3"].values():
+        for p in s["parameters"].values():
             # matrix-free, energy target beyond k: r = k is a lower bound on r_eps, so the
             # count is a lower bound and the saving an upper bound
             short = p.get("energy_target_reached") is False
@@ -117,7 +119,7 @@ def e3_table(summaries: dict[str, dict]) -> str:
     return markdown_table(headers, body)
 
 
-def e4_summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
+def accuracy_summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         out.setdefault(r["pe"], {"acc": [], "params": r["pe_params"], "seconds": [],
@@ -132,7 +134,7 @@ def e4_summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def e4_table(summary: dict[str, dict], ceiling: float | None) -> str:
+def accuracy_markdown(summary: dict[str, dict], ceiling: float | None) -> str:
     headers = ["PE", "test accuracy (mean ± 95 % CI)", "seeds", "PE parameters", "s / run"]
     body = [[pe, fmt_ci(s["ci"], 100, 1) + " %", s["seeds"], s["params"],
              f"{np.mean(s['seconds']):.1f}"] for pe, s in summary.items()]
@@ -159,17 +161,17 @@ def sensitivity_table(rows: list[dict], toy: dict) -> str:
     return markdown_table(headers, body)
 
 
-def claims(e1: dict, summaries: dict, e4: dict, cfg: Any, ceiling: float | None) -> list[dict]:
+def claims(stress: dict, summaries: dict, accuracy: dict, cfg: StressConfig, ceiling: float | None) -> list[dict]:
     """The paper's claims confronted with this run (each with a verdict and the numbers)."""
     out = []
-    for v, rows in e1.items():
+    for v, rows in stress.items():
         if "mds_full" not in rows:  # matrix-free: only the top k eigenpairs exist
             out.append({"claim": "MDS stress ≈ 0 at full rank", "variant": v,
                         "value": None, "verdict": summaries[v]["r_full"]})
             full = None
         else:
             full = rows["mds_full"]["raw"]
-            nm = summaries[v]["E2"]["negative_mass_chord"]
+            nm = summaries[v]["spectrum"]["negative_mass_chord"]
             verdict = ("reproduced" if full < 1e-6 else
                        f"approximately (D not Euclidean, NM = {nm:.2g})" if full < 1e-3 else
                        "not reproduced")
@@ -183,7 +185,7 @@ def claims(e1: dict, summaries: dict, e4: dict, cfg: Any, ceiling: float | None)
                     "verdict": "reproduced" if much else ("partly: lower, not ≤ half"
                                                           if a < min(s, r) else "not reproduced")})
         for key, row in (("paper_d", "mds_low"), ("paper_d_alt", "mds_low_alt")):
-            p = summaries[v]["E3"][key]
+            p = summaries[v]["parameters"][key]
             low = rows[row]["raw"]
             ok = p["saving"] >= 0.85 and low < 1e-2
             verdict = "reproduced" if ok else "not reproduced"
@@ -194,25 +196,25 @@ def claims(e1: dict, summaries: dict, e4: dict, cfg: Any, ceiling: float | None)
                                  "(d = 768) with stress ≈ 0 (< 0.01)",
                         "variant": v, "value": {"r": p["r"], "saving": p["saving"], "stress": low},
                         "verdict": verdict})
-    if e4:
-        best = max((s["mean"], pe) for pe, s in e4.items() if pe != "mds")
-        if "mds" in e4:
+    if accuracy:
+        best = max((s["mean"], pe) for pe, s in accuracy.items() if pe != "mds")
+        if "mds" in accuracy:
             # per seed: MDS accuracy − the best other PE's (the best by mean); the claim "the
             # MDS PE trains as well as the best other" holds when the difference > −1 point
-            m, o = e4["mds"], e4[best[1]]
+            m, o = accuracy["mds"], accuracy[best[1]]
             paired = dict(zip(o["seed"], o["acc"]))
             diff = mean_ci(a - paired[s] + 0.01 for a, s in zip(m["acc"], m["seed"])
                            if s in paired)
             out.append({"claim": "the MDS PE trains as well as the best other PE: accuracy "
-                                 "MDS − best other + 1 point > 0", "variant": "E4",
+                                 "MDS − best other + 1 point > 0", "variant": "accuracy",
                         "value": {"mds": m["mean"], "best_other": best[1], "best": best[0],
                                   "statistic": diff}, "verdict": ci_verdict(diff, 0.0)})
-        if "none" in e4 and cfg.dataset == "synthetic":
+        if "none" in accuracy and cfg.dataset == "synthetic":
             # Theorem 1: chance (50 %); reproduced when the CI of |acc − 0.5| lies below 5 points
-            ci = mean_ci(0.05 - abs(a - 0.5) for a in e4["none"]["acc"])
+            ci = mean_ci(0.05 - abs(a - 0.5) for a in accuracy["none"]["acc"])
             out.append({"claim": "Theorem 1: no positional signal -> chance on an order task: "
                                  "5 points − |NoPE accuracy − 50 %| > 0",
-                        "variant": "E4", "value": {"none": e4["none"]["mean"], "bayes": ceiling,
+                        "variant": "accuracy", "value": {"none": accuracy["none"]["mean"], "bayes": ceiling,
                                                    "statistic": ci},
                         "verdict": ci_verdict(ci, 0.0)})
     return out
@@ -229,7 +231,7 @@ def claims_table(items: list[dict]) -> str:
                             val(c["value"]), c["verdict"]] for c in items])
 
 
-def plots(out_dir: str, variants: dict, arrays: dict, e1: dict, e4: dict,
+def plots(out_dir: str, variants: dict, arrays: dict, stress: dict, accuracy: dict,
           sens_rows: list[dict]) -> dict[str, str]:
     """Write the PNG figures; returns ``{name: path}``."""
     import matplotlib
@@ -276,29 +278,29 @@ def plots(out_dir: str, variants: dict, arrays: dict, e1: dict, e4: dict,
     ax.legend()
     save(fig, "spectrum.png")
 
-    keys = [k for k in ENCODING_LABELS if k in e1[names[0]]]
+    keys = [k for k in ENCODING_LABELS if k in stress[names[0]]]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(keys) + 2), 4))
     width = 0.8 / len(names)
     for i, v in enumerate(names):
-        vals = [_number(e1[v].get(k, {}).get("raw" if k.startswith("mds") else "optimal"))
+        vals = [_number(stress[v].get(k, {}).get("raw" if k.startswith("mds") else "optimal"))
                 for k in keys]
         ax.bar(np.arange(len(keys)) + i * width, vals, width, label=VARIANT_LABELS[v])
     ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
     ax.set_xticklabels([k for k in keys], rotation=35, ha="right")
     ax.set_ylabel("stress (σ_raw for MDS rows, σ* otherwise)"), ax.set_yscale("symlog",
                                                                                 linthresh=1e-3)
-    ax.legend(), ax.set_title("E1: stress per encoding")
+    ax.legend(), ax.set_title("Stress per encoding")
     save(fig, "stress_bars.png")
 
-    if e4:
+    if accuracy:
         fig, ax = plt.subplots(figsize=(5.5, 3.8))
-        for pe, s in e4.items():
+        for pe, s in accuracy.items():
             ax.errorbar(max(s["params"], 0), s["mean"], yerr=s["sd"], fmt="o", capsize=3)
             ax.annotate(pe, (max(s["params"], 0), s["mean"]), textcoords="offset points",
                         xytext=(4, 4), fontsize=8)
         ax.set_xscale("symlog", linthresh=10)
         ax.set_xlabel("PE parameters"), ax.set_ylabel("test accuracy")
-        ax.set_title("E4: accuracy vs PE parameter count")
+        ax.set_title("Accuracy vs PE parameter count")
         save(fig, "accuracy_vs_params.png")
 
     if sens_rows:
@@ -316,9 +318,10 @@ def plots(out_dir: str, variants: dict, arrays: dict, e1: dict, e4: dict,
     return files
 
 
-def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list) -> str:
+def report_markdown(res: dict, cfg: StressConfig, stress: dict, summaries: dict, accuracy: dict,
+                    ceiling: float | None, sens_rows: list[dict], claim_list: list[dict]) -> str:
     it = res["interpretation"]
-    variants = list(e1)
+    variants = list(stress)
     N = it["N_i"]
     mixed = ("Stress columns mix scales: σ_raw is the primary number for MDS rows, σ* "
              "(optimal scale) for the others; both are shown.")
@@ -338,23 +341,23 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
         "",
         geometry_paragraph(it["geometry"], summaries, it["n"], VARIANT_LABELS),
         "",
-        "## E1 — stress per encoding",
+        "## Stress per encoding",
         "",
         "Caption: Eq. (4) stress, no square root; estimators "
         f"{', '.join(VARIANT_LABELS[v] for v in variants)}; "
         f"{mixed} Trained rows are means over {cfg.seeds} seed(s).",
         "",
-        e1_table(e1, variants),
+        stress_markdown(stress, variants),
         "",
-        "## E2 — spectrum of B",
+        "## Spectrum of B",
         "",
-        e2_table(summaries),
+        spectrum_markdown(summaries),
         "",
-        "## E3 — parameters (nd vs r(n+d) at r = r_ε)",
+        "## Parameters (nd vs r(n+d) at r = r_ε)",
         "",
-        e3_table(summaries),
+        parameters_markdown(summaries),
         "",
-        "## E4 — test accuracy per PE",
+        "## Test accuracy per PE",
         "",
         (f"Task: {res['data']['task']['definition']} (shift {res['data']['task']['shift']})."
          if cfg.dataset == "synthetic" else f"Evaluation split: {res['data'].get('eval_split')}."),
@@ -363,7 +366,7 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
         f"r_ε from the {VARIANT_LABELS[cfg.mds_variant]} D, factors A Wᵀ trainable "
         f"(`{cfg.mds_trainable}`).",
         "",
-        e4_table(e4, ceiling),
+        accuracy_markdown(accuracy, ceiling),
         "",
         "## Sensitivity to samples per position (docs/interpretations.md)",
         "",
@@ -392,16 +395,16 @@ def report_markdown(res, cfg, e1, summaries, e4, ceiling, sens_rows, claim_list)
     return "\n".join(lines) + "\n"
 
 
-def compact_e1(results: dict[str, Any]) -> str:
-    """The short E1 table printed at the end of a run."""
-    e1 = results["E1"]
-    variants = list(e1)
+def compact_stress_table(results: dict[str, Any]) -> str:
+    """The short stress table printed at the end of a run."""
+    stress = results["stress"]
+    variants = list(stress)
     headers = ["encoding", "r"] + [f"{VARIANT_LABELS[v]} {'σ_raw' if s == 'raw' else 'σ*'}"
                                    for v in variants for s in ("raw", "optimal")]
     body = []
     for key in ENCODING_LABELS:
-        if key in e1[variants[0]]:
-            body.append([key, str(e1[variants[0]][key].get("rank", ""))] +
-                        [_cell(e1[v].get(key, {}), s) for v in variants
+        if key in stress[variants[0]]:
+            body.append([key, str(stress[variants[0]][key].get("rank", ""))] +
+                        [_cell(stress[v].get(key, {}), s) for v in variants
                          for s in ("raw", "optimal")])
     return markdown_table(headers, body)

@@ -1,4 +1,4 @@
-"""E4 of the stress experiment: train an encoder classifier with each PE and measure test
+"""The accuracy table of the stress experiment: train an encoder classifier with each PE and measure test
 accuracy, PE parameter count and the stress of the trained positional geometry.
 
 The MDS PE is the registered ``pe="mds"`` (:class:`posjax.encodings.mds.MDSEncoding`: low-rank
@@ -15,13 +15,14 @@ import jax
 import numpy as np
 from flax import nnx
 
+from posjax.data.classification_corpus import ClassificationCorpus
+from posjax.encodings.mds import mds_model_coords
+
+from experiments.stress_table.config import StressConfig
 from experiments.stress_table.geometry import as_targets, trained_stress
 
-E4_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "mds")
-
-
-def model_config(cfg: Any, prep: Any, pe: str, pe_options: dict | None = None):
-    """The :class:`TransformerConfig` of the E4 encoder for ``pe``."""
+def model_config(cfg: StressConfig, prep: ClassificationCorpus, pe: str, pe_options: dict | None = None):
+    """The :class:`TransformerConfig` of the encoder classifier for ``pe``."""
     from posjax.models import TransformerConfig
 
     return TransformerConfig(
@@ -30,17 +31,7 @@ def model_config(cfg: Any, prep: Any, pe: str, pe_options: dict | None = None):
         pe=pe, pe_options=pe_options or {}, causal=False, pre_norm=True, dropout=cfg.dropout)
 
 
-def mds_model_coords(coords: np.ndarray, max_len: int, offset: int, scale: float) -> np.ndarray:
-    """MDS coordinates ``[n, r]`` placed on model positions ``0..max_len-1``.
-
-    Corpus position ``i`` is model position ``i + offset``; model positions outside the analysed
-    range take the coordinates of the nearest analysed position (``mds_fill="nearest"``).
-    """
-    idx = np.clip(np.arange(max_len) - offset, 0, coords.shape[0] - 1)
-    return scale * np.asarray(coords, np.float32)[idx]
-
-
-def build_model(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray | None):
+def build_model(cfg: StressConfig, prep: ClassificationCorpus, pe: str, seed: int, mds_coords: np.ndarray | None):
     """A :class:`posjax.models.Classifier` with the PE ``pe``."""
     from posjax.models import Classifier
 
@@ -64,7 +55,7 @@ def pe_param_count(model) -> int:
     return int(sum(np.size(x) for x in jax.tree.leaves(state)))
 
 
-def _trained_geometry(model, pe: str, prep: Any, targets: dict[str, Any]):
+def _trained_geometry(model, pe: str, prep: ClassificationCorpus, targets: dict[str, Any]):
     """Stress of the trained table (learned, mds) or bias (t5) against every variant's geometry
     (``targets``: dense ``D`` arrays or the targets of ``geometry.as_targets``)."""
     from posjax.analysis.encoding_geometry import encoding_distances
@@ -98,9 +89,9 @@ def module_len(model) -> int:
     return int(model.transformer.config.max_len)
 
 
-def train_cell(cfg: Any, prep: Any, pe: str, seed: int, mds_coords: np.ndarray | None,
+def train_cell(cfg: StressConfig, prep: ClassificationCorpus, pe: str, seed: int, mds_coords: np.ndarray | None,
                targets: dict[str, Any], out_dir: str) -> dict[str, Any]:
-    """Train one (PE, seed) encoder and return its E4 row (JSON-ready).
+    """Train one (PE, seed) encoder and return its accuracy-table row (JSON-ready).
 
     With ``cfg.checkpoint_every > 0`` the run checkpoints under
     ``out_dir/train/<pe>-seed<seed>`` and resumes from there after an interrupt.

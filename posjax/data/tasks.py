@@ -273,3 +273,56 @@ def order_blind_baselines(train: Mapping[str, np.ndarray], test: Mapping[str, np
     return {"chance": 1.0 / len(np.unique(labels)),
             "majority": float(np.mean(test_labels == majority)),
             "length_prior": float(np.mean(by_length[test_lengths] == test_labels))}
+
+
+# --- cyclic-shift detection (arXiv 2604.05217, stress experiment) ----------------------------
+
+
+def shift_task(P: np.ndarray, num_examples: int, shift: int, *, seed: int
+               ) -> dict[str, np.ndarray]:
+    """Cyclic-shift detection over known positional distributions (G. Cirrincione,
+    arXiv 2604.05217, the classification task of the stress experiment).
+
+    A sequence of label 0 draws its token at position ``i`` from ``P_i``; a sequence of label 1
+    from ``P_{(i + shift) mod n}``. Both classes have the same bag-of-tokens distribution (a
+    permutation of positions leaves ``sum_i P_i`` unchanged), so the label depends on
+    position-specific token statistics only: an encoder without positional signal is at chance.
+
+    Args:
+      P: ``[n, V]`` exact positional distributions.
+      num_examples: number of sequences (labels balanced up to one).
+      shift: cyclic shift of class 1, ``0 < shift < n``.
+      seed: sampling seed.
+
+    Returns:
+      ``{"tokens" [M, n] int32, "labels" [M] int32, "padding_mask" [M, n] bool}``, shuffled.
+    """
+    from posjax.data.synthetic import sample_tokens
+
+    n = P.shape[0]
+    if not 0 < shift < n:
+        raise ValueError(f"task shift must be in (0, n={n}), got {shift}")
+    n1 = num_examples // 2
+    n0 = num_examples - n1
+    perm = (np.arange(n) + shift) % n
+    t0 = np.asarray(sample_tokens(P, n0, seed=seed))
+    t1 = np.asarray(sample_tokens(P[perm], n1, seed=seed + 7919))
+    tokens = np.concatenate([t0, t1]).astype(np.int32)
+    labels = np.concatenate([np.zeros(n0), np.ones(n1)]).astype(np.int32)
+    order = np.random.default_rng(seed).permutation(num_examples)
+    return {"tokens": tokens[order], "labels": labels[order],
+            "padding_mask": np.ones(tokens.shape, bool)}
+
+
+def bayes_accuracy(P: np.ndarray, data: Mapping[str, np.ndarray], shift: int) -> float:
+    """Accuracy of the likelihood-ratio rule with the exact ``P [n, V]`` on
+    :func:`shift_task` examples ``data`` (the task's ceiling).
+
+    ``LLR = sum_i log P_i(w_i) - log P_{(i+shift) mod n}(w_i)``; predict 1 when ``LLR < 0``.
+    """
+    n = P.shape[0]
+    logp = np.log(np.maximum(P, 1e-300))
+    tok = data["tokens"]
+    cols = np.arange(n)[None, :]
+    llr = (logp[cols, tok] - logp[(cols + shift) % n, tok]).sum(axis=1)
+    return float(np.mean((llr < 0).astype(np.int32) == data["labels"]))

@@ -26,10 +26,26 @@ from posjax.encodings.base import PEContext, PositionalEncoding, check_table_len
 from posjax.encodings.registry import register
 from posjax.geometry.lowrank import LIFTS, lift_matrix
 
-__all__ = ["MDSOptions", "MDSEncoding", "MDSPEOptions", "RegisteredMDS"]
+__all__ = ["MDSOptions", "MDSEncoding", "MDSPEOptions", "RegisteredMDS", "mds_model_coords"]
 
 _INITS = ("mds", "random")
 _TRAINABLE = ("both", "A", "W", "none")
+
+
+def mds_model_coords(coords: Any, max_len: int, offset: int = 0, scale: float = 1.0
+                     ) -> np.ndarray:
+    """MDS coordinates ``coords [n, r]`` of corpus positions placed on model positions
+    ``0..max_len-1``: the ``[max_len, r]`` float32 table ``scale * coords[clip(p - offset)]``.
+
+    Corpus position ``i`` is model position ``i + offset`` (1 when the model inputs start with a
+    ``[CLS]`` the corpus lacks); model positions outside the analysed range take the coordinates
+    of the nearest analysed position. The result is the ``coords`` option of ``pe="mds"``.
+    """
+    if max_len < 1 or np.ndim(coords) != 2 or np.shape(coords)[0] < 1:
+        raise ValueError(f"mds_model_coords needs coords [n >= 1, r] and max_len >= 1, got "
+                         f"coords of shape {np.shape(coords)} and max_len={max_len}")
+    idx = np.clip(np.arange(max_len) - offset, 0, np.shape(coords)[0] - 1)
+    return scale * np.asarray(coords, np.float32)[idx]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -138,3 +138,27 @@ def test_count_and_split_bad_input_raise():
         tasks.split({"labels": np.arange(4)}, (0.5, 0.6))
     with pytest.raises(ValueError, match="num_samples"):
         tasks.trigger_count(0, seed=0)
+
+
+def test_shift_task_is_bag_invariant_and_bayes_separable():
+    from posjax.data.tasks import bayes_accuracy, shift_task
+
+    rng = np.random.default_rng(0)
+    n, V = 8, 30
+    P = rng.dirichlet(np.full(V, 0.1), size=n)
+    data = shift_task(P, 4000, 2, seed=0)
+    assert data["tokens"].shape == (4000, n) and data["labels"].sum() == 2000
+    # class-1 rows use P[(i + 2) % n]: same multiset of distributions, so equal token frequencies
+    f0 = np.bincount(data["tokens"][data["labels"] == 0].ravel(), minlength=V) / (2000 * n)
+    f1 = np.bincount(data["tokens"][data["labels"] == 1].ravel(), minlength=V) / (2000 * n)
+    assert np.abs(f0 - f1).max() < 0.02
+    assert bayes_accuracy(P, data, 2) > 0.95
+    # the rule with the exact P: an independent log-likelihood ratio per sequence
+    logp = np.log(P)
+    t, y = data["tokens"][:50], data["labels"][:50]
+    llr = np.array([sum(logp[i, w] - logp[(i + 2) % n, w] for i, w in enumerate(row))
+                    for row in t])
+    sub = {"tokens": t, "labels": y}
+    assert bayes_accuracy(P, sub, 2) == pytest.approx(np.mean((llr < 0) == y))
+    with pytest.raises(ValueError, match="shift"):
+        shift_task(P, 10, n, seed=0)

@@ -1,5 +1,5 @@
 """The stress experiment's matrix-free geometry path: which path runs, and agreement of its
-E1/E2/E3 with the dense path at a small n (float64)."""
+stress, spectrum and parameter tables with the dense path at a small n (float64)."""
 import json
 import os
 import sys
@@ -15,8 +15,8 @@ import posjax.geometry as geo
 from experiments import stress_table as st
 from experiments.stress_table import experiment as driver
 from experiments.stress_table import geometry as G
-from experiments.stress_table import geometry as MF
-from experiments.stress_table.data import Prepared
+from posjax.data.classification_corpus import ClassificationCorpus as Prepared
+from posjax.geometry.stress_targets import coords_stress, stress_pair
 from posjax.data.synthetic import sample_distributions, three_regime_corpus
 
 N, V = 64, 300
@@ -92,49 +92,49 @@ def both_paths(plugin_P):
         D = np.asarray(geo.hellinger_matrix(P, metric=cfg.metric), np.float64)
         D_fr = np.asarray(geo.hellinger_matrix(P, metric="fr_arc"), np.float64)
         dense, _ = G.analyse(D, D_fr, cfg, G.fixed_distances(N, cfg))
-        mf, _ = MF.analyse_matrix_free(P, cfg, MF.fixed_coordinates(N, cfg))
+        mf, _ = G.analyse_matrix_free(P, cfg, G.fixed_coordinates(N, cfg))
         # MDS at k against the dense MDS at the same dimension
-        ref_k = G.stress_pair(D, geo.dist_mds(geo.classical_mds(D, dim=mf["k"]).coords))
+        ref_k = stress_pair(D, geo.dist_mds(geo.classical_mds(D, dim=mf["k"]).coords))
     return cfg, dense, mf, ref_k
 
 
-def test_matrix_free_e1_rows_equal_dense_rows(both_paths, plugin_P):
+def test_matrix_free_stress_rows_equal_dense_rows(both_paths, plugin_P):
     cfg, dense, mf, ref_k = both_paths
     P = plugin_P
     k = mf["k"]
     assert k == min(cfg.matrix_free_k, N - 1) and mf["geometry"] == "matrix_free"
     for key in ("mds_low", "mds_low_alt"):
-        assert mf["E1"][key]["rank"] == dense["E1"][key]["rank"]
-        assert mf["E1"][key]["energy_target_reached"] is True
+        assert mf["stress"][key]["rank"] == dense["stress"][key]["rank"]
+        assert mf["stress"][key]["energy_target_reached"] is True
     for key in ("mds_low", "mds_low_alt", "sinusoidal", "rope", "alibi", "nope"):
-        assert mf["E1"][key]["method"] == "exact"
+        assert mf["stress"][key]["method"] == "exact"
         for s in ("raw", "optimal"):
-            assert _rel(mf["E1"][key][s], dense["E1"][key][s]) < 1e-6, (key, s)
+            assert _rel(mf["stress"][key][s], dense["stress"][key][s]) < 1e-6, (key, s)
     for s in ("raw", "optimal"):  # full-rank MDS: both are 0 up to float64 round-off
-        assert abs(mf["E1"]["mds_k"][s] - ref_k[s]) <= 1e-6 * ref_k[s] + 1e-12
+        assert abs(mf["stress"]["mds_k"][s] - ref_k[s]) <= 1e-6 * ref_k[s] + 1e-12
     # the alibi raw stress depends on the mean-slope scale: a unit-scale configuration differs
     with jax.enable_x64(True):
         unit = geo.stress_from_distributions(P, np.arange(N, dtype=float))
-    assert _rel(unit, mf["E1"]["alibi"]["raw"]) > 0.1
-    assert mf["E1"]["mds_smacof"]["raw"].startswith("not computed")
-    assert "mds_full" not in mf["E1"] and "mds_full" in dense["E1"]
+    assert _rel(unit, mf["stress"]["alibi"]["raw"]) > 0.1
+    assert mf["stress"]["mds_smacof"]["raw"].startswith("not computed")
+    assert "mds_full" not in mf["stress"] and "mds_full" in dense["stress"]
 
 
-def test_matrix_free_e2_e3_equal_dense(both_paths):
+def test_matrix_free_spectrum_and_parameters_equal_dense(both_paths):
     _, dense, mf, _ = both_paths
-    assert mf["E2"]["r_eps"]["0.01"] == dense["E2"]["r_eps"]["0.01"]
-    assert mf["E2"]["r_eps"]["0.001"] == dense["E2"]["r_eps"]["0.001"]
-    np.testing.assert_allclose(mf["E2"]["top_normalized"], dense["E2"]["top_normalized"],
+    assert mf["spectrum"]["r_eps"]["0.01"] == dense["spectrum"]["r_eps"]["0.01"]
+    assert mf["spectrum"]["r_eps"]["0.001"] == dense["spectrum"]["r_eps"]["0.001"]
+    np.testing.assert_allclose(mf["spectrum"]["top_normalized"], dense["spectrum"]["top_normalized"],
                                rtol=1e-6)
-    assert _rel(mf["E2"]["lambda1_share"], dense["E2"]["lambda1_share"]) < 1e-6
-    np.testing.assert_allclose(mf["E2"]["dct_alignment"], dense["E2"]["dct_alignment"],
+    assert _rel(mf["spectrum"]["lambda1_share"], dense["spectrum"]["lambda1_share"]) < 1e-6
+    np.testing.assert_allclose(mf["spectrum"]["dct_alignment"], dense["spectrum"]["dct_alignment"],
                                rtol=1e-6)
-    for label, row in mf["E3"].items():
+    for label, row in mf["parameters"].items():
         row = dict(row)
         assert row.pop("energy_target_reached") is True
-        assert row == dense["E3"][label]
+        assert row == dense["parameters"][label]
     for key in ("erank", "sis", "negative_mass_fr_arc"):
-        assert mf["E2"][key] == "not computed at n = 64 (matrix-free)"
+        assert mf["spectrum"][key] == "not computed at n = 64 (matrix-free)"
 
 
 def test_energy_target_beyond_k_is_reported(plugin_P):
@@ -143,14 +143,14 @@ def test_energy_target_beyond_k_is_reported(plugin_P):
 
     cfg = st.make_config("synthetic", quick=True, **{**SMALL, "matrix_free_k": 3})
     with jax.enable_x64(True):
-        mf, _ = MF.analyse_matrix_free(plugin_P, cfg, MF.fixed_coordinates(N, cfg))
+        mf, _ = G.analyse_matrix_free(plugin_P, cfg, G.fixed_coordinates(N, cfg))
     assert mf["k"] == 3 and mf["r_low"] == 3
-    assert mf["E1"]["mds_low"]["energy_target_reached"] is False
-    assert mf["E2"]["r_eps"]["0.001"] == ">3" and mf["E2"]["captured"] < 0.999
+    assert mf["stress"]["mds_low"]["energy_target_reached"] is False
+    assert mf["spectrum"]["r_eps"]["0.001"] == ">3" and mf["spectrum"]["captured"] < 0.999
     assert any("not reached within k = 3" in note for note in mf["notes"])
-    assert mf["E3"]["paper_d"]["energy_target_reached"] is False
-    assert "> 3 (r_ε beyond k" in R.e3_table({"plugin": mf})
-    claims = R.claims({"plugin": mf["E1"]}, {"plugin": mf}, {}, cfg, None)
+    assert mf["parameters"]["paper_d"]["energy_target_reached"] is False
+    assert "> 3 (r_ε beyond k" in R.parameters_markdown({"plugin": mf})
+    claims = R.claims({"plugin": mf["stress"]}, {"plugin": mf}, {}, cfg, None)
     low = [c for c in claims if c["claim"].startswith("low-rank MDS")]
     assert low and all(c["verdict"].startswith("inconclusive") for c in low)
     full = [c for c in claims if c["claim"].startswith("MDS stress ≈ 0")]
@@ -163,10 +163,10 @@ def test_trained_table_stress_equal_on_both_targets(plugin_P):
     with jax.enable_x64(True):
         D = np.asarray(geo.hellinger_matrix(plugin_P), np.float64)
         dense = G.trained_stress({"plugin": D}, table=table)["plugin"]
-        mf = G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg),
+        mf = G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, G.rows_options(cfg)),
                               table=table)["plugin"]
         with pytest.raises(ValueError, match="not computed at n = 64"):
-            G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg),
+            G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, G.rows_options(cfg)),
                              distances=np.zeros((N, N)))
     for s in ("raw", "optimal"):
         assert _rel(mf[s], dense[s]) < 1e-6
@@ -178,10 +178,10 @@ def test_sampled_pairs_bracket_the_exact_stress(plugin_P):
     exact value of another encoding) lies far outside."""
     cfg = st.make_config("synthetic", quick=True, **SMALL)
     cfg_s = cfg.__class__(**{**cfg.record(), "stress_exact_max": 16, "stress_pairs": 4000})
-    fixed = MF.fixed_coordinates(N, cfg)
+    fixed = G.fixed_coordinates(N, cfg)
     with jax.enable_x64(True):
-        exact = MF.coords_stress(plugin_P, list(fixed.values()), cfg)
-        est = MF.coords_stress(plugin_P, list(fixed.values()), cfg_s)
+        exact = coords_stress(plugin_P, list(fixed.values()), **G.rows_options(cfg))
+        est = coords_stress(plugin_P, list(fixed.values()), **G.rows_options(cfg_s))
     by = dict(zip(fixed, zip(exact, est)))
     for name, (ex, es) in by.items():
         assert es["method"] == "sampled_pairs" and es["pairs"] == 4000
@@ -210,12 +210,12 @@ def test_run_reports_the_matrix_free_path(mf_run):
         saved = json.load(f)
     g = saved["interpretation"]["geometry"]
     assert g["path"] == "matrix_free" and g["option"] == "auto" and g["matrix_free_above"] == 8
-    assert set(saved["E1"]) == {"plugin", "exact"}
-    rows = saved["E1"]["plugin"]
+    assert set(saved["stress"]) == {"plugin", "exact"}
+    rows = saved["stress"]["plugin"]
     assert {"mds_k", "mds_low", "sinusoidal", "rope", "alibi", "nope"} <= set(rows)
     assert "mds_full" not in rows
     assert rows["nope"]["raw"] == 1.0 and rows["mds_low"]["method"] == "exact"
-    assert saved["E2"]["plugin"]["erank"] == "not computed at n = 12 (matrix-free)"
+    assert saved["spectrum"]["plugin"]["erank"] == "not computed at n = 12 (matrix-free)"
     report = open(os.path.join(out, "report.md")).read()
     assert "## Geometry path" in report and "Matrix-free (option `geometry=auto`" in report
     assert "not computed at n = 12 (matrix-free)" in report
@@ -223,7 +223,7 @@ def test_run_reports_the_matrix_free_path(mf_run):
     assert saved["sensitivity"]["geometry"] == "dense"  # its own n = 8 is not above 8
 
 
-def test_e4_cell_salt_depends_on_the_path_options_only_when_matrix_free():
+def test_accuracy_cell_salt_depends_on_the_path_options_only_when_matrix_free():
     a = st.make_config("synthetic", quick=True)
     b = st.make_config("synthetic", quick=True, matrix_free_above=8, matrix_free_k=5,
                        stress_pairs=10)

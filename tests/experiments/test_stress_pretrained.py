@@ -36,13 +36,13 @@ def _unlabelled(tmp_path):
     return data
 
 
-def test_unlabelled_corpus_uses_the_checkpoint_tokenizer_and_skips_e4(tmp_path, checkpoint):
+def test_unlabelled_corpus_uses_the_checkpoint_tokenizer_and_skips_accuracy(tmp_path, checkpoint):
     from experiments.stress_table.data import prepare
 
     cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
                          pretrained=str(checkpoint), **TINY)
     prep = prepare(cfg, str(tmp_path / "out"))
-    assert prep.train is None and prep.info["E4_note"].startswith("E4 skipped")
+    assert prep.train is None and prep.info["accuracy_note"].startswith("accuracy table skipped")
     assert prep.info["tokenizer"]["source"].startswith("vocab:")  # the checkpoint's vocab.txt
     assert prep.geo_tokens.shape == (200, 10) and (prep.geo_tokens[:, 0] == 2).all()
 
@@ -52,7 +52,7 @@ def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
 
     import posjax.geometry as geo
     from experiments.stress_table.data import prepare
-    from experiments.stress_table.geometry import pretrained_e1_rows
+    from experiments.stress_table.geometry import pretrained_stress_rows
     from posjax.pretrained import position_table
 
     cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
@@ -64,7 +64,7 @@ def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
                                             pad_id=prep.pad_id, keep_special=True,
                                             on_empty="truncate")
         D = np.asarray(geo.hellinger_matrix(np.asarray(P)), np.float64)
-        rows = pretrained_e1_rows(cfg, prep, {"plugin": {"D": D}})["plugin"]
+        rows = pretrained_stress_rows(cfg, prep, {"plugin": {"D": D}})["plugin"]
     n = rows["pretrained"]["rows"]
     assert n == min(D.shape[0], 16)
     table = position_table(checkpoint).astype(np.float64)[:n]
@@ -83,8 +83,8 @@ def test_text_corpus_end_to_end_with_pretrained_row(tmp_path, checkpoint):
     cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
                          pretrained=str(checkpoint), **TINY)
     res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
-    assert res["E4"]["rows"] == []
-    assert {"pretrained", "mds_full"} <= set(res["E1"]["plugin"])
+    assert res["accuracy"]["rows"] == []
+    assert {"pretrained", "mds_full"} <= set(res["stress"]["plugin"])
 
 
 def _labelled(tmp_path, eval_split, names):
@@ -98,18 +98,18 @@ def _labelled(tmp_path, eval_split, names):
 
 
 @pytest.mark.slow
-def test_text_corpus_with_labels_runs_e4(tmp_path):
+def test_text_corpus_with_labels_runs_the_accuracy_table(tmp_path):
     data = _labelled(tmp_path, "test", [0, 1])
     cfg = st.make_config("text", quick=True, data_dir=str(data), **TINY)
     res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
-    assert [r["pe"] for r in res["E4"]["rows"]] == ["learned"]
+    assert [r["pe"] for r in res["accuracy"]["rows"]] == ["learned"]
     assert res["data"]["tokenizer"]["source"].startswith("wordpiece")
 
 
 def test_text_dataset_needs_a_directory():
     with pytest.raises(ValueError, match="--data-dir"):
-        from experiments.stress_table.data import prepare_corpus
-        prepare_corpus(st.make_config("text", quick=True), "/tmp")
+        from experiments.stress_table.data import prepare
+        prepare(st.make_config("text", quick=True), "/tmp")
 
 
 def test_labelled_corpus_gives_model_arrays(tmp_path):

@@ -13,8 +13,6 @@ from experiments import stress_table as st
 from experiments.stress_table import experiment as driver
 from experiments.stress_table import geometry as _stress_geometry
 from experiments.stress_table import train as _stress_train
-from experiments.stress_table.data import bayes_accuracy, shift_task
-from experiments.stress_table.train import mds_model_coords
 
 TINY = dict(num_positions=12, vocab_size=40, samples_per_position=400, train_examples=64,
             test_examples=32, batch_size=16, steps=3, d_model=8, num_heads=2, num_layers=1,
@@ -34,7 +32,8 @@ def test_results_json_has_every_table_and_option(tiny_run):
     cfg, out, res = tiny_run
     with open(os.path.join(out, "results.json")) as f:
         saved = json.load(f)
-    for key in ("interpretation", "options", "versions", "E1", "E2", "E3", "E4", "sensitivity",
+    for key in ("interpretation", "options", "versions", "stress", "spectrum", "parameters",
+                "accuracy", "sensitivity",
                 "claims", "geometry", "timing_s"):
         assert key in saved, key
     it = saved["interpretation"]
@@ -44,14 +43,14 @@ def test_results_json_has_every_table_and_option(tiny_run):
     # n = 12 is below the matrix-free threshold: the auto option ran the dense path
     assert it["geometry"]["path"] == "dense" and it["geometry"]["option"] == "auto"
     assert "Dense: the n x n Hellinger matrix" in open(os.path.join(out, "report.md")).read()
-    assert set(saved["E1"]) == {"plugin", "split_half", "exact"}
-    rows = saved["E1"]["plugin"]
+    assert set(saved["stress"]) == {"plugin", "split_half", "exact"}
+    rows = saved["stress"]["plugin"]
     for key in ("mds_full", "mds_low", "mds_smacof", "learned", "sinusoidal", "rope", "alibi",
                 "nope"):
         assert {"raw", "optimal"} <= set(rows[key]), key
     assert rows["nope"]["raw"] == 1.0 and rows["nope"]["optimal"] == 1.0
-    assert len(saved["E2"]["plugin"]["top_normalized"]) == 10
-    assert saved["E4"]["summary"]["learned"]["seeds"] == 1
+    assert len(saved["spectrum"]["plugin"]["top_normalized"]) == 10
+    assert saved["accuracy"]["summary"]["learned"]["seeds"] == 1
     assert os.path.exists(os.path.join(out, "report.md"))
     for name in ("hellinger_heatmap", "mds_2d", "spectrum", "stress_bars", "accuracy_vs_params"):
         assert os.path.getsize(os.path.join(out, f"{name}.png")) > 1000
@@ -60,11 +59,11 @@ def test_results_json_has_every_table_and_option(tiny_run):
 def test_full_rank_mds_stress_is_zero(tiny_run):
     _, _, res = tiny_run
     for variant in ("plugin", "exact"):  # Euclidean chord matrices
-        assert res["E1"][variant]["mds_full"]["raw"] < 1e-6
+        assert res["stress"][variant]["mds_full"]["raw"] < 1e-6
     # the plug-in noise floor makes B full rank: r_tau = n - 1
-    assert res["E1"]["plugin"]["mds_full"]["rank"] == 11
+    assert res["stress"]["plugin"]["mds_full"]["rank"] == 11
     # SMACOF from the r_eps configuration never increases raw stress
-    assert res["E1"]["plugin"]["mds_smacof"]["raw"] <= res["E1"]["plugin"]["mds_low"]["raw"] + 1e-12
+    assert res["stress"]["plugin"]["mds_smacof"]["raw"] <= res["stress"]["plugin"]["mds_low"]["raw"] + 1e-12
 
 
 def test_resume_skips_finished_cells(tiny_run, monkeypatch):
@@ -76,7 +75,7 @@ def test_resume_skips_finished_cells(tiny_run, monkeypatch):
     monkeypatch.setattr(driver, "train_cell", boom)
     monkeypatch.setattr(_stress_geometry, "sensitivity_cell", boom)
     again = st.run(cfg, out, log=lambda *_: None)
-    assert again["E4"]["rows"] == res["E4"]["rows"]
+    assert again["accuracy"]["rows"] == res["accuracy"]["rows"]
     assert again["sensitivity"]["rows"] == res["sensitivity"]["rows"]
 
 
@@ -95,25 +94,24 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "does not exist" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_shift_task_is_bag_invariant_and_bayes_separable():
-    rng = np.random.default_rng(0)
-    n, V = 8, 30
-    P = rng.dirichlet(np.full(V, 0.1), size=n)
-    data = shift_task(P, 4000, 2, seed=0)
-    assert data["tokens"].shape == (4000, n) and data["labels"].sum() == 2000
-    # class-1 rows use P[(i + 2) % n]: same multiset of distributions, so equal token frequencies
-    f0 = np.bincount(data["tokens"][data["labels"] == 0].ravel(), minlength=V) / (2000 * n)
-    f1 = np.bincount(data["tokens"][data["labels"] == 1].ravel(), minlength=V) / (2000 * n)
-    assert np.abs(f0 - f1).max() < 0.02
-    assert bayes_accuracy(P, data, 2) > 0.95
-    with pytest.raises(ValueError, match="shift"):
-        shift_task(P, 10, n, seed=0)
+def test_synthetic_task_is_balanced_and_its_ceiling_recorded():
+    from experiments.stress_table.data import prepare_synthetic
+    from posjax.data.tasks import bayes_accuracy
+
+    cfg = st.make_config("synthetic", quick=True, **TINY)
+    prep = prepare_synthetic(cfg)
+    task = prep.info["task"]
+    assert task["shift"] == 1  # None: max(1, n // 8) at n = 12
+    assert prep.train["labels"].sum() == 32 and prep.test["tokens"].shape == (32, 12)
+    assert task["bayes_accuracy"] == bayes_accuracy(prep.exact_P, prep.test, task["shift"])
 
 
-def test_mds_coords_follow_model_positions():
-    coords = np.arange(6, dtype=float).reshape(3, 2)
-    table = mds_model_coords(coords, 5, offset=1, scale=2.0)
-    np.testing.assert_allclose(table[:, 0], [0, 0, 4, 8, 8])  # [CLS] and tail: nearest rows
+def test_old_layout_run_directory_is_refused(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"experiment": "stress_table", "E1": {}}))
+    cfg = st.make_config("synthetic", quick=True, **TINY)
+    with pytest.raises(ValueError, match="old layout"):
+        st.run(cfg, str(tmp_path), log=lambda *_: None)
+    assert not (tmp_path / "cells").exists()
 
 
 def test_mds_encoding_installed_in_model():
@@ -184,10 +182,10 @@ def test_sst2_end_to_end_from_local_files(tmp_path, monkeypatch):
     cfg = st.make_config("sst2", quick=True, data_dir=str(tmp_path), tokenizer_vocab=60,
                          max_len=16, num_positions=16, **{**tiny, "encodings": ("learned", "mds")})
     res = st.run(cfg, str(tmp_path / "out"), log=lambda *_: None)
-    assert set(res["E1"]) == {"plugin", "split_half"}
-    assert res["E1"]["plugin"]["mds_full"]["raw"] < 1e-6
+    assert set(res["stress"]) == {"plugin", "split_half"}
+    assert res["stress"]["plugin"]["mds_full"]["raw"] < 1e-6
     assert res["interpretation"]["N_i"]["max"] == 120
-    assert {r["pe"] for r in res["E4"]["rows"]} == {"learned", "mds"}
+    assert {r["pe"] for r in res["accuracy"]["rows"]} == {"learned", "mds"}
 
 
 def test_adding_seeds_or_encodings_keeps_finished_cells():

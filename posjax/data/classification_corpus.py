@@ -1,0 +1,176 @@
+"""A text corpus for positional geometry plus classifier inputs, from one call.
+
+:func:`text_classification_corpus` loads SST-2 / IMDB (:func:`posjax.data.load_text_classification`)
+or your own files (``dataset="text"``, :func:`posjax.data.corpus.load_corpus`), picks a tokenizer
+and returns a :class:`ClassificationCorpus`: the training split tokenised for
+``posjax.geometry.positional_distributions`` (with or without ``[CLS]``/``[SEP]``) and BERT inputs
+``[CLS] ... [SEP]`` of the (subsampled) train and evaluation splits. Used by the stress and the
+fine-tuning experiments (G. Cirrincione, arXiv 2604.05217: SST-2, IMDB).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ClassificationCorpus", "TEXT_EVAL_SPLIT", "text_classification_corpus",
+           "corpus_tokenizer", "model_arrays"]
+
+#: Evaluation split of each named dataset.
+TEXT_EVAL_SPLIT = {"sst2": "validation", "imdb": "test"}
+
+
+@dataclasses.dataclass
+class ClassificationCorpus:
+    """A geometry corpus and the classifier arrays that go with it.
+
+    Attributes:
+      geo_tokens: ``[M, n]`` int32 corpus for the positional distributions.
+      geo_lengths: ``[M]`` true lengths.
+      pad_id: padding id of ``geo_tokens`` (None: no padding).
+      vocab_size: ``V`` of both the corpus and the model.
+      exact_P: ``[n, V]`` exact distributions (synthetic corpora only, else None).
+      train, test: model arrays ``{"tokens", "labels", "padding_mask"}`` (None without labels).
+      num_classes: number of labels.
+      model_offset: model position of corpus position 0 (1 when the corpus has no ``[CLS]`` but
+        the model inputs do), used to read the table rows that match ``P_i``.
+      info: provenance (source, tokenizer, sizes, task definition).
+    """
+
+    geo_tokens: np.ndarray
+    geo_lengths: np.ndarray
+    pad_id: int | None
+    vocab_size: int
+    exact_P: np.ndarray | None
+    train: dict[str, np.ndarray] | None
+    test: dict[str, np.ndarray] | None
+    num_classes: int
+    model_offset: int
+    info: dict[str, Any]
+
+
+def _texts_digest(texts: np.ndarray) -> str:
+    h = hashlib.sha1()
+    for t in texts:
+        h.update(t.encode("utf-8", "replace"))
+        h.update(b"\x00")
+    return h.hexdigest()[:12]
+
+
+def corpus_tokenizer(train_texts: Any, cache_dir: str, name: str, *, tokenizer: Any = None,
+                     vocab_file: str | None = None, vocab_size: int = 8000):
+    """``tokenizer`` (a :func:`~posjax.data.corpus.load_tokenizer` spec) if given, else the
+    WordPiece ``vocab_file``, else WordPiece trained on ``train_texts`` (``vocab_size``; cached
+    under ``cache_dir/tokenizer`` by a digest of the texts)."""
+    from posjax.data.corpus import load_tokenizer
+    from posjax.data.text import vocab_tokenizer, wordpiece_tokenizer
+
+    if tokenizer:
+        return load_tokenizer(tokenizer)
+    if vocab_file:
+        return vocab_tokenizer(vocab_file)
+    cache = os.path.join(cache_dir, "tokenizer",
+                         f"{name}-v{vocab_size}-{_texts_digest(train_texts)}.json")
+    return wordpiece_tokenizer(train_texts, vocab_size=vocab_size, cache_path=cache)
+
+
+def _subsample(data, limit: int | None, seed: int):
+    if limit is None or len(data) <= limit:
+        return data.texts, data.labels
+    idx = np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False))
+    return data.texts[idx], data.labels[idx]
+
+
+def model_arrays(tok: Any, train: Any, test: Any, *, max_len: int, train_examples: int | None,
+                 test_examples: int | None, seed: int) -> dict[str, dict[str, np.ndarray]]:
+    """BERT inputs ``[CLS] ... [SEP]`` padded to ``max_len`` of the train and test splits
+    (objects with ``texts``, ``labels`` and ``len``), each subsampled without replacement to at
+    most ``*_examples`` (seeds ``seed`` and ``seed + 1``):
+    ``{"train"|"test": {"tokens", "labels", "padding_mask"}}``."""
+    arrays = {}
+    for name, data, limit, s in (("train", train, train_examples, seed),
+                                 ("test", test, test_examples, seed + 1)):
+        texts, labels = _subsample(data, limit, s)
+        enc = tok.encode(texts, max_len, keep_special=True)
+        arrays[name] = {"tokens": enc.tokens, "labels": labels.astype(np.int32),
+                        "padding_mask": enc.padding_mask}
+    return arrays
+
+
+def _geometry_info(train: Any, geo: Any, keep_special: bool, num_positions: int) -> dict:
+    return {"split": "train", "sequences": len(train), "keep_special": keep_special,
+            "truncated_fraction": float(np.mean(geo.lengths >= num_positions)),
+            "length_median": float(np.median(geo.lengths))}
+
+
+def text_classification_corpus(dataset: str, cache_dir: str, *, num_positions: int, max_len: int,
+                               keep_special: bool = True, train_examples: int | None = None,
+                               test_examples: int | None = None, seed: int = 0,
+                               data_dir: str | None = None, text_column: str | None = None,
+                               tokenizer: Any = None, vocab_file: str | None = None,
+                               tokenizer_vocab: int = 8000, hub_timeout: float = 5.0
+                               ) -> ClassificationCorpus:
+    """``dataset`` ``"sst2"`` / ``"imdb"`` (local files under ``data_dir`` or the hub) or
+    ``"text"`` (your files under ``data_dir``) as a :class:`ClassificationCorpus`.
+
+    The geometry corpus is the training split tokenised to ``num_positions`` with or without
+    ``[CLS]``/``[SEP]`` (``keep_special``); the model arrays come from :func:`model_arrays`.
+    For ``"text"`` without labels (or without a labelled validation/test file) ``train`` and
+    ``test`` are None and ``info["accuracy_note"]`` says why. The tokenizer is chosen by
+    :func:`corpus_tokenizer` (``tokenizer``, ``vocab_file``, ``tokenizer_vocab``).
+    """
+    sizes = dict(max_len=max_len, train_examples=train_examples, test_examples=test_examples,
+                 seed=seed)
+    tok_options = dict(tokenizer=tokenizer, vocab_file=vocab_file, vocab_size=tokenizer_vocab)
+    if dataset in TEXT_EVAL_SPLIT:
+        from posjax.data.text import load_text_classification
+
+        kw = {"data_dir": data_dir, "hub_timeout": hub_timeout}
+        train = load_text_classification(dataset, "train", **kw)
+        test = load_text_classification(dataset, TEXT_EVAL_SPLIT[dataset], **kw)
+        tok = corpus_tokenizer(train.texts, cache_dir, dataset, **tok_options)
+        geo = tok.encode(train.texts, num_positions, keep_special=keep_special)
+        arrays = model_arrays(tok, train, test, **sizes)
+        info = {"source": {"train": train.source, "eval": test.source},
+                "eval_split": TEXT_EVAL_SPLIT[dataset],
+                "tokenizer": {"source": tok.source, "vocab_size": tok.vocab_size,
+                              "pad_id": tok.pad_id, "cls_sep_ids": list(tok.special_ids)},
+                "geometry_corpus": _geometry_info(train, geo, keep_special, num_positions),
+                "model_examples": {"train": len(arrays["train"]["labels"]),
+                                   "test": len(arrays["test"]["labels"])}}
+        return ClassificationCorpus(geo.tokens, geo.lengths, tok.pad_id, tok.vocab_size, None,
+                                    arrays["train"], arrays["test"], train.num_classes,
+                                    0 if keep_special else 1, info)
+    if dataset != "text":
+        raise ValueError(f"unknown text dataset {dataset!r}; choose sst2, imdb or text")
+    from posjax.data.corpus import load_corpus
+
+    if not data_dir:
+        raise ValueError("--dataset text needs --data-dir DIR (.txt, .jsonl, .parquet or .csv)")
+    splits = load_corpus(data_dir, text_column=text_column)
+    train = splits["train"]
+    tok = corpus_tokenizer(train.texts, cache_dir, "text", **tok_options)
+    geo = tok.encode(train.texts, num_positions, keep_special=keep_special)
+    labelled = train.labels is not None
+    evaluation = next((splits[s] for s in ("validation", "test") if s in splits), None)
+    arrays: dict[str, Any] = {"train": None, "test": None}
+    note = None
+    if labelled and (evaluation is None or evaluation.labels is None):
+        note = "accuracy table skipped: no labelled validation/test file"
+    elif not labelled:
+        note = "accuracy table skipped: the corpus has no label column"
+    else:
+        arrays = model_arrays(tok, train, evaluation, **sizes)
+    num_classes = (int(max(train.labels.max(), evaluation.labels.max())) + 1
+                   if arrays["train"] is not None else 0)
+    info = {"source": {k: list(s.files) for k, s in splits.items()},
+            "tokenizer": {"source": tok.source, "vocab_size": tok.vocab_size,
+                          "pad_id": tok.pad_id},
+            "geometry_corpus": _geometry_info(train, geo, keep_special, num_positions),
+            "accuracy_note": note}
+    return ClassificationCorpus(geo.tokens, geo.lengths, tok.pad_id, tok.vocab_size, None,
+                                arrays["train"], arrays["test"], num_classes,
+                                0 if keep_special else 1, info)
