@@ -56,13 +56,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, CellStore, config_overrides, experiment_parser,
-                                fmt_ci, markdown_table, mean_ci, preset_name, run_cli, versions,
-                                welch_ci, write_json)
+from experiments.common import (CI_METHOD, VERDICTS, CellStore, config_overrides,
+                                experiment_parser, fmt_ci, loss_plateau, markdown_table, mean_ci,
+                                preset_name, run_cli, versions, welch_ci, write_json)
 
 VARIANTS = ("learned", "sinusoidal", "rope", "alibi", "t5", "none", "mds", "mds_r",
             "learned_reinit")
-UNTESTED = "untested at this scale"
+UNTESTED = VERDICTS[3]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,17 +361,10 @@ def train_mlm(model, data: Data, cfg: PESwapConfig, *, steps: int, lr: float, se
 
 
 def plateau(train_loss: Sequence[float], tol: float) -> dict[str, Any]:
-    """The convergence criterion: mean training loss of the last 20 % of steps within ``tol``
-    (relative) of the mean of the 20 % before."""
-    x = np.asarray(train_loss, float)
-    w = max(1, len(x) // 5)
-    if len(x) < 2 * w or len(x) < 10:
-        return {"criterion": f"training-loss plateau (last 20 % vs previous 20 %, rel. {tol})",
-                "met": False, "relative_change": float("nan")}
-    last, before = x[-w:].mean(), x[-2 * w:-w].mean()
-    rel = float(abs(before - last) / max(abs(before), 1e-12))
-    return {"criterion": f"training-loss plateau (last 20 % vs previous 20 %, rel. {tol})",
-            "met": bool(rel <= tol), "relative_change": rel}
+    """The convergence criterion (:func:`experiments.common.loss_plateau` over the per-step
+    training losses): the mean training loss of the last 20 % of steps at most ``tol``
+    (relative) below the mean of the 20 % before."""
+    return loss_plateau([[i, v] for i, v in enumerate(train_loss)], tail=0.2, rel_tol=tol)
 
 
 # --- geometry --------------------------------------------------------------------------------
