@@ -73,14 +73,13 @@ def profile(make, loss, batches, base, seeds, repeats: int = 20) -> dict:
     from flax import nnx
 
     from posjax.training.config import make_optimizer
-    from posjax.training.ensemble import _ensemble_step, _stack
-    from posjax.training.loop import _step_function
+    from posjax.training import ensemble_step_function, stack_members, step_function
 
     tx = make_optimizer(base)
     splits = [nnx.split(make({"seed": s}), nnx.Param, ...) for s in seeds]
     graphdef, params, rest = splits[0]
     opt = tx.init(params)
-    single = _step_function(graphdef, loss, tx)
+    single = step_function(graphdef, loss, tx)
     batch = jax.tree.map(jnp.asarray, batches[0](0))
     args = (params, rest, opt, batch, jnp.asarray(0, jnp.int32), jax.random.key(seeds[0]), True)
     cost = single.lower(*args).compile().cost_analysis()
@@ -89,15 +88,16 @@ def profile(make, loss, batches, base, seeds, repeats: int = 20) -> dict:
            "flops_per_member_step": float(cost.get("flops", float("nan"))),
            "bytes_per_member_step": float(cost.get("bytes accessed", float("nan")))}
     m = len(seeds)
-    stacked = (_stack([p for _, p, _ in splits]), _stack([r for _, _, r in splits]),
-               _stack([tx.init(p) for _, p, _ in splits]), jnp.ones(m, bool),
+    stacked = (stack_members([p for _, p, _ in splits]),
+               stack_members([r for _, _, r in splits]),
+               stack_members([tx.init(p) for _, p, _ in splits]), jnp.ones(m, bool),
                jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs)), *[b(0) for b in batches]),
                jnp.asarray(0, jnp.int32),
                jnp.stack([jax.random.key_data(jax.random.key(s)) for s in seeds]),
                jnp.full(m, base.learning_rate, jnp.float32),
                jnp.full(m, base.weight_decay, jnp.float32), True)
     for name, vectorize in (("lax.map", False), ("vmap", True)):
-        step = _ensemble_step(graphdef, loss, base, 0, vectorize)
+        step = ensemble_step_function(graphdef, loss, base, 0, vectorize)
         ms = _blocking_ms(lambda: step(*stacked), max(repeats // 4, 3))
         out[f"ensemble_step_ms[{name}]"] = ms
         out[f"ensemble_per_member_ms[{name}]"] = ms / m

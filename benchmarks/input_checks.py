@@ -29,11 +29,11 @@ from flax import nnx
 
 from posjax.models import Classifier, Transformer, TransformerConfig
 from posjax.training import TrainConfig, classification_loss, make_optimizer
-from posjax.training.loop import _step_function
+from posjax.training import step_function
 
 
 def _bare_step(graphdef, loss_fn, tx):
-    """The step without range checks or chaining (what ``_step_function`` was before them)."""
+    """The step without range checks or chaining (what ``step_function`` was before them)."""
 
     @jax.jit
     def step_fn(params, rest, opt_state, batch, step, base_key):
@@ -74,7 +74,7 @@ def main(argv=None) -> None:
 
     model = Classifier(cfg, 2, pooling="mean", rngs=nnx.Rngs(0))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    checked = _step_function(graphdef, classification_loss, tx)
+    checked = step_function(graphdef, classification_loss, tx)
     original = Transformer.embed_tokens
     Transformer.embed_tokens = _plain_embed  # traced once below, then restored
     try:

@@ -37,7 +37,7 @@ from posjax.training.config import TrainConfig, make_optimizer, make_schedule
 from posjax.training.driver import check_resume_mode, drive, open_run
 from posjax.training.loop import InvalidBatch, LossFn
 from posjax.training.run_dir import run_record
-from posjax.training.step_cache import StructuralStep, program_key
+from posjax.training.step_cache import BoundedCache, StructuralStep, program_key
 
 #: member keys that set a per-member training hyper-parameter (all others go to ``make_model``)
 MEMBER_HYPERPARAMETERS = ("seed", "learning_rate", "weight_decay")
@@ -165,8 +165,9 @@ def _over_members(fn: Callable, in_axes: tuple, vectorize: bool) -> Callable:
     return over
 
 
-def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: int | None,
-                   vectorize: bool, mesh: jax.sharding.Mesh | None = None):
+def ensemble_step_function(graphdef, loss_fn: LossFn, config: TrainConfig,
+                           batch_axis: int | None, vectorize: bool,
+                           mesh: jax.sharding.Mesh | None = None):
     """The jitted step over stacked state ``(params, rest, opt_state, alive, batch, step, keys,
     learning_rates, weight_decays, ok=True) -> (params, opt_state, alive, loss, metrics, applied,
     checks)``: the step of :func:`posjax.training.train` per member, with the member frozen
@@ -220,25 +221,16 @@ def _ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis: i
     return jax.jit(step)
 
 
-_ENSEMBLE_STEPS: dict[Any, Any] = {}
+_ENSEMBLE_STEPS = BoundedCache(64)
 
 
 def _cached_ensemble_step(graphdef, loss_fn: LossFn, config: TrainConfig, batch_axis,
                           vectorize: bool, mesh: jax.sharding.Mesh | None = None):
     optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
                                 keep_checkpoints=1, progress=False)
-    build = lambda: StructuralStep(_ensemble_step(graphdef, loss_fn, optim, batch_axis,
+    build = lambda: StructuralStep(ensemble_step_function(graphdef, loss_fn, optim, batch_axis,
                                                   vectorize, mesh))
-    try:
-        key = (graphdef, loss_fn, optim, batch_axis, vectorize, mesh)
-        hash(key)
-    except TypeError:
-        return build()
-    if key not in _ENSEMBLE_STEPS:
-        if len(_ENSEMBLE_STEPS) >= 64:
-            _ENSEMBLE_STEPS.pop(next(iter(_ENSEMBLE_STEPS)))
-        _ENSEMBLE_STEPS[key] = build()
-    return _ENSEMBLE_STEPS[key]
+    return _ENSEMBLE_STEPS.get((graphdef, loss_fn, optim, batch_axis, vectorize, mesh), build)
 
 
 def _check_same_program(splits, loss_fn: LossFn, batch: Any, members) -> None:
@@ -278,7 +270,9 @@ def _stack_member_batches(found: Sequence[Any], step: int, members: Sequence[dic
     return jax.tree.map(lambda *xs: np.stack(xs), *found)
 
 
-def _stack(trees: Sequence[Any]) -> Any:
+def stack_members(trees: Sequence[Any]) -> Any:
+    """The trees of ``m`` members as one tree whose leaves have a leading member axis ``[m, ...]``
+    (the state layout :func:`ensemble_step_function` takes)."""
     return jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *trees)
 
 
@@ -361,9 +355,10 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     one_batch = jax.tree.map(jnp.asarray, batches[0](0) if per_member else batches(0))
     _check_same_program(splits, loss_fn, one_batch, members)
     graphdef = splits[0][0]
-    params = _stack([p for _, p, _ in splits])
-    rest = _stack([r for _, _, r in splits])
-    opt_state = _stack([make_optimizer(c).init(p) for c, (_, p, _) in zip(configs, splits)])
+    params = stack_members([p for _, p, _ in splits])
+    rest = stack_members([r for _, _, r in splits])
+    opt_state = stack_members([make_optimizer(c).init(p)
+                               for c, (_, p, _) in zip(configs, splits)])
     alive = jnp.ones(len(members), bool)
     bad_step = jnp.full(len(members), -1, jnp.int32)  # first non-finite step per member
     keys = jnp.stack([jax.random.key_data(jax.random.key(c.seed)) for c in configs])

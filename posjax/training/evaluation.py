@@ -14,7 +14,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from posjax.training.step_cache import StructuralStep
+from posjax.training.step_cache import BoundedCache, StructuralStep
 
 
 def batched_apply(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
@@ -70,7 +70,7 @@ def predict_classes(model: nnx.Module, logits_fn: Callable[..., jax.Array],
     return apply_batched(model, _ARGMAX[logits_fn], arrays, batch=batch)
 
 
-_PROGRAMS: dict[Any, Any] = {}
+_PROGRAMS = BoundedCache(64)
 
 
 def _program(graphdef, fn):
@@ -79,16 +79,7 @@ def _program(graphdef, fn):
     def run(state, arrays):
         return fn(nnx.merge(graphdef, state), **arrays)
 
-    try:
-        key = (graphdef, fn)
-        hash(key)
-    except TypeError:
-        return StructuralStep(jax.jit(run))
-    if key not in _PROGRAMS:
-        if len(_PROGRAMS) >= 64:
-            _PROGRAMS.pop(next(iter(_PROGRAMS)))
-        _PROGRAMS[key] = StructuralStep(jax.jit(run))
-    return _PROGRAMS[key]
+    return _PROGRAMS.get((graphdef, fn), lambda: StructuralStep(jax.jit(run)))
 
 
 def group_accuracy(predictions: np.ndarray, labels: np.ndarray,

@@ -24,6 +24,7 @@ from posjax.input_checks import collect, first_error, rows_valid, stack_rows
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule, pe_phase
 from posjax.training.driver import RESUME_MODES, check_resume_mode, drive, open_run  # noqa: F401
 from posjax.training.run_dir import run_record
+from posjax.training.step_cache import BoundedCache
 
 LossFn = Callable[[nnx.Module, Any, jax.Array], tuple[jax.Array, Mapping[str, jax.Array]]]
 
@@ -49,7 +50,7 @@ class TrainResult:
     seconds: float
 
 
-def _step_function(graphdef, loss_fn: LossFn, tx):
+def step_function(graphdef, loss_fn: LossFn, tx):
     """The jitted step ``(params, rest, opt_state, batch, step, base_key, ok=True) -> (params,
     opt_state, loss, metrics, applied, checks)``.
 
@@ -85,9 +86,9 @@ def _step_function(graphdef, loss_fn: LossFn, tx):
 def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
     """The jitted step ``(params, rest, opt_state, batch, step) -> (params, opt_state, loss,
     metrics, applied)`` with dropout keys ``fold_in(key(seed), step)`` (see
-    :func:`_step_function`; ``applied`` is False for a non-finite loss or an out-of-range
+    :func:`step_function`; ``applied`` is False for a non-finite loss or an out-of-range
     input, whose update is skipped)."""
-    step_fn, base = _step_function(graphdef, loss_fn, tx), jax.random.key(seed)
+    step_fn, base = step_function(graphdef, loss_fn, tx), jax.random.key(seed)
 
     def step(params, rest, opt_state, batch, step):
         return step_fn(params, rest, opt_state, batch, step, base)[:5]
@@ -99,7 +100,7 @@ def make_train_step(graphdef, loss_fn: LossFn, tx, seed: int):
 # reuses the step object; otherwise the step is traced and shares the executable of any earlier
 # step with the same program (posjax.training.step_cache), so models that differ only in their
 # initialisation (seed, init scale, table values) compile once.
-_STEP_CACHE: dict[Any, Any] = {}
+_STEP_CACHE = BoundedCache(64)
 
 
 def _cached_step(graphdef, loss_fn: LossFn, config: TrainConfig):
@@ -108,21 +109,13 @@ def _cached_step(graphdef, loss_fn: LossFn, config: TrainConfig):
     optim = dataclasses.replace(config, seed=0, log_every=1, eval_every=0, checkpoint_every=0,
                                 keep_checkpoints=1, progress=False, random_positions=None,
                                 pe_schedule=None)
-    build = lambda: StructuralStep(_step_function(graphdef, loss_fn, make_optimizer(optim)))
-    try:
-        key = (graphdef, loss_fn, optim)
-        hash(key)
-    except TypeError:  # an unhashable static attribute: the structural cache still shares
-        return build()
-    if key not in _STEP_CACHE:
-        if len(_STEP_CACHE) >= 64:
-            _STEP_CACHE.pop(next(iter(_STEP_CACHE)))
-        _STEP_CACHE[key] = build()
-    return _STEP_CACHE[key]
+    build = lambda: StructuralStep(step_function(graphdef, loss_fn, make_optimizer(optim)))
+    # an unhashable key (static attribute) is built afresh: the structural cache still shares
+    return _STEP_CACHE.get((graphdef, loss_fn, optim), build)
 
 
 # The steps of mesh runs, their new state pinned to the placed shardings (see _pinned_step).
-_PINNED: dict[Any, Any] = {}
+_PINNED = BoundedCache(64)
 
 
 def _pinned_step(step_fn, params: Any, opt_state: Any, ok_sharding: Any = None):
@@ -135,11 +128,8 @@ def _pinned_step(step_fn, params: Any, opt_state: Any, ok_sharding: Any = None):
     shardings = (jax.tree.map(lambda x: x.sharding, params),
                  jax.tree.map(lambda x: x.sharding, opt_state))
     key = (step_fn, jax.tree.structure(shardings), tuple(jax.tree.leaves(shardings)), ok_sharding)
-    if key not in _PINNED:
-        if len(_PINNED) >= 64:
-            _PINNED.pop(next(iter(_PINNED)))
-        _PINNED[key] = jax.jit(step_fn, out_shardings=(*shardings, None, None, ok_sharding, None))
-    return _PINNED[key]
+    return _PINNED.get(key, lambda: jax.jit(
+        step_fn, out_shardings=(*shardings, None, None, ok_sharding, None)))
 
 
 def train(model: nnx.Module, loss_fn: LossFn, batches: Callable[[int], Any], config: TrainConfig,

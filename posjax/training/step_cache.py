@@ -21,9 +21,47 @@ import jax
 import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
-# digest of (program, constants, tree structures) -> jitted flat program; bounded FIFO
-_COMPILED: dict[Any, Callable] = {}
-_MAX_COMPILED = 64
+
+
+class BoundedCache:
+    """Values by hashable key, at most ``maxsize`` of them: when full, the oldest entry is
+    dropped first (FIFO). The one cache of posjax.training (steps, pinned steps, evaluation
+    programs, shared executables). An unhashable key is not cached: :meth:`get` then builds a
+    fresh value each call."""
+
+    def __init__(self, maxsize: int = 64):
+        if maxsize < 1:
+            raise ValueError(f"BoundedCache needs maxsize >= 1, got {maxsize}")
+        self.maxsize = maxsize
+        self._items: dict[Any, Any] = {}
+
+    def get(self, key: Any, build: Callable[[], Any]) -> Any:
+        """The value of ``key``, built by ``build()`` (and stored) on a miss."""
+        try:
+            hash(key)
+        except TypeError:  # e.g. an unhashable static attribute of a graph definition
+            return build()
+        if key not in self._items:
+            if len(self._items) >= self.maxsize:
+                self._items.pop(next(iter(self._items)))
+            self._items[key] = build()
+        return self._items[key]
+
+    def values(self):
+        return self._items.values()
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._items
+
+
+# digest of (program, constants, tree structures) -> jitted flat program
+_COMPILED = BoundedCache(64)
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
@@ -85,11 +123,7 @@ def shared_compiled(fn: Callable, *args: Any) -> tuple[Callable, Any]:
     """The jitted flat program of ``fn`` over the shapes of ``args`` (shared with every function
     of the same key, see :func:`program_key`) and the tree structure of its result."""
     key, closed, out_tree = program_key(fn, *args)
-    if key not in _COMPILED:
-        if len(_COMPILED) >= _MAX_COMPILED:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[key] = jax.jit(jaxpr_as_fun(closed))
-    return _COMPILED[key], out_tree
+    return _COMPILED.get(key, lambda: jax.jit(jaxpr_as_fun(closed))), out_tree
 
 
 class StructuralStep:

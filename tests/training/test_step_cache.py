@@ -96,3 +96,21 @@ def test_program_key_ignores_values_not_shapes():
     assert a == b and a != c and a != d
     step = StructuralStep(f)
     np.testing.assert_allclose(step(np.ones(3, np.float32), np.ones(3, np.float32)), 3.0)
+
+
+def test_bounded_cache_drops_the_oldest_and_builds_unhashable_keys_afresh():
+    from posjax.training.step_cache import BoundedCache
+
+    cache, built = BoundedCache(2), []
+
+    def build(v):
+        return lambda: built.append(v) or v
+
+    assert [cache.get(k, build(k)) for k in ("a", "b", "a")] == ["a", "b", "a"]
+    assert built == ["a", "b"] and len(cache) == 2  # the second "a" was a hit
+    cache.get("c", build("c"))  # full: "a" (the oldest) goes
+    assert "a" not in cache and "b" in cache and "c" in cache
+    assert cache.get(["unhashable"], build("u")) == "u" and len(cache) == 2
+    assert cache.get(["unhashable"], build("u")) == "u" and built.count("u") == 2
+    with pytest.raises(ValueError, match="maxsize"):
+        BoundedCache(0)
