@@ -126,7 +126,7 @@ def hf_transformer_config(config: dict[str, Any], *, pe: str | None = None,
         raise ValueError(f"position_embedding_type {config['position_embedding_type']!r} is not "
                          f"supported (only 'absolute')")
     act = config.get("hidden_act", "gelu")
-    if act not in _ACTIVATIONS:
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
         raise ValueError(f"unsupported hidden_act {act!r}; supported: {sorted(_ACTIVATIONS)}")
     def field(name, default=None, kind=int):
         value = config.get(name, default)
@@ -134,10 +134,12 @@ def hf_transformer_config(config: dict[str, Any], *, pe: str | None = None,
             raise ValueError(f"config.json of model_type {model_type!r} has no field {name!r} "
                              f"(are these weights of another architecture?)")
         try:
-            if kind is int and (isinstance(value, bool) or float(value) != int(value)):
+            if isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+                raise TypeError
+            if kind is int and float(value) != int(value):
                 raise TypeError
             return kind(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ValueError(f"config.json field {name!r} must be {kind.__name__}, got "
                              f"{value!r}") from None
 
