@@ -103,15 +103,16 @@ def pack_error(preset, *, causal=None):
     """max |packed - alone| hidden states over two segments of a packed row (7 + 6 tokens)."""
     cfg = tiny_config(preset, causal=causal)
     body = Transformer(cfg, rngs=nnx.Rngs(0))
+    run = nnx.jit(lambda m, t, s: m(t, segment_ids=s))  # jitted: faster than eager dispatch
     tokens = jax.random.randint(jax.random.key(2), (1, 13), 0, VOCAB)
     seg = jnp.asarray([[0] * 7 + [1] * 6])
-    packed = body(tokens, segment_ids=seg)
-    err = 0.0
-    for lo, hi in ((0, 7), (7, 13)):
-        alone = body(tokens[:, lo:hi])
-        err = max(err, float(jnp.max(jnp.abs(packed[:, lo:hi] - alone))))
+    packed = run(body, tokens, seg)
+    alone = {(lo, hi): run(body, tokens[:, lo:hi], jnp.zeros((1, hi - lo), jnp.int32))
+             for lo, hi in ((0, 7), (7, 13))}
+    err = max(float(jnp.max(jnp.abs(packed[:, lo:hi] - a))) for (lo, hi), a in alone.items())
     # without segment ids the second segment sees the first (the test can fail)
-    leak = float(jnp.max(jnp.abs(body(tokens)[:, 7:] - body(tokens[:, 7:]))))
+    whole = run(body, tokens, jnp.zeros((1, 13), jnp.int32))
+    leak = float(jnp.max(jnp.abs(whole[:, 7:] - alone[7, 13])))
     assert leak > 1e-3
     return err
 
@@ -155,7 +156,8 @@ def test_windowed_layers_really_forget():
 def test_full_layers_raise_past_their_end():
     model = LanguageModel(tiny_config("gemma3"), rngs=nnx.Rngs(0))  # sliding + full
     cache = model.transformer.init_cache(1, 4)
-    _, cache = model.transformer.decode(jnp.zeros((1, 4), jnp.int32), cache)
+    assert cache["layers"][0]["key"].shape[1] == SPAN and cache["layers"][1]["key"].shape[1] == 4
+    cache = {**cache, "index": jnp.int32(4)}  # as after 4 tokens
     with pytest.raises(ValueError, match="past the end of the cache"):
         model.transformer.decode(jnp.zeros((1, 1), jnp.int32), cache)
 
