@@ -362,6 +362,14 @@ def _convert(text: str, tp: Any) -> Any:
             raise ValueError("expected a number") from None
     if tp is str:
         return text
+    if origin is dict or tp is dict:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"expected a JSON object ({e.msg})") from None
+        if not isinstance(value, dict):
+            raise ValueError("expected a JSON object")
+        return value
     if tp is Any:
         try:
             return json.loads(text)
@@ -383,35 +391,97 @@ def described_fields(cls: type) -> dict[str, str]:
             if "described" in f.metadata}
 
 
+def nested_fields(cls: type) -> dict[str, type]:
+    """``{name: dataclass type}`` of the fields of ``cls`` that are themselves dataclasses
+    (e.g. ``model: TransformerConfig``, ``train: TrainConfig``): ``--set`` reaches their fields
+    by a dotted key (``model.d_model=64``)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)
+            if isinstance(hints[f.name], type) and dataclasses.is_dataclass(hints[f.name])}
+
+
+def settable_keys(cls: type) -> list[str]:
+    """Every key ``--set`` accepts for the dataclass ``cls``: its own fields flat, the fields of
+    its nested config dataclasses dotted (``model.d_model``); :func:`described` fields left out."""
+    nested = nested_fields(cls)
+    fixed = described_fields(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        if f.name in fixed:
+            continue
+        if f.name in nested:
+            keys += [f"{f.name}.{k}" for k in settable_keys(nested[f.name])]
+        else:
+            keys.append(f.name)
+    return keys
+
+
 def parse_set(cls: type, items: Sequence[str]) -> dict[str, Any]:
     """``["key=value", ...]`` as typed overrides of the fields of the dataclass ``cls``.
 
-    Values are converted by each field's annotation: ``int``, ``float``, ``bool``
-    (true/false), ``str``, ``X | None`` (``none``), ``tuple[X, ...]`` (comma-separated),
-    ``Literal``. An unknown key, a :func:`described` field (recorded, never read) or an
-    unconvertible value is a one-line ValueError listing the valid keys.
+    The experiment's own fields are flat (``steps=500``); the fields of a nested config dataclass
+    are dotted (``model.d_model=64``, ``train.learning_rate=3e-3``) and come back as a nested
+    dict (``{"model": {"d_model": 64}}``); a flat key that only a nested config has fails with
+    "did you mean model.d_model?". Values are converted by each field's annotation: ``int``,
+    ``float``, ``bool`` (true/false), ``str``, ``X | None`` (``none``), ``tuple[X, ...]``
+    (comma-separated), ``Literal``, ``dict`` (a JSON object). An unknown key, a
+    :func:`described` field (recorded, never read) or an unconvertible value is a one-line
+    ValueError listing the valid keys.
     """
-    hints = typing.get_type_hints(cls)
-    fixed = described_fields(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.name not in fixed]
-    valid = f"valid keys: {', '.join(names)}"
+    valid = f"valid keys: {', '.join(settable_keys(cls))}"
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise ValueError(f"--set expects key=value, got {item!r}; {valid}")
-        if key in fixed:
-            raise ValueError(f"--set: {key!r} describes what the code does ({fixed[key]}); no "
-                             f"code reads it, so it cannot be set; {valid}")
-        if key not in names:
-            raise ValueError(f"--set: unknown key {key!r}; {valid}")
-        try:
-            out[key] = _convert(text, hints[key])
-        except ValueError as e:
-            raise ValueError(f"--set {key}={text!r}: {e} ({_type_name(hints[key])}); "
-                             f"{valid}") from None
+        target, path = cls, key.split(".")
+        into = out
+        for depth, name in enumerate(path):
+            prefix = ".".join(path[:depth])
+            where = f"{prefix}." if prefix else ""
+            hints = typing.get_type_hints(target)
+            fixed = described_fields(target)
+            nested = nested_fields(target)
+            names = [f.name for f in dataclasses.fields(target)]
+            last = depth == len(path) - 1
+            if name in fixed:
+                raise ValueError(f"--set: {where}{name!r} describes what the code does "
+                                 f"({fixed[name]}); no code reads it, so it cannot be set; {valid}")
+            if name not in names:
+                hint = [f"{n}.{name}" for n, sub in nested.items()
+                        if name in {f.name for f in dataclasses.fields(sub)}]
+                if hint:
+                    raise ValueError(f"--set: {key!r} is a field of a nested config: did you mean "
+                                     f"{' or '.join(where + h for h in hint)}?")
+                raise ValueError(f"--set: unknown key {key!r}; {valid}")
+            if last:
+                if name in nested:
+                    raise ValueError(f"--set: {key!r} is a config of its own; set its fields "
+                                     f"({key}.<field>=...); {valid}")
+                try:
+                    into[name] = _convert(text, hints[name])
+                except ValueError as e:
+                    raise ValueError(f"--set {key}={text!r}: {e} ({_type_name(hints[name])}); "
+                                     f"{valid}") from None
+            else:
+                if name not in nested:
+                    raise ValueError(f"--set: {where}{name!r} has no fields to set; {valid}")
+                into = into.setdefault(name, {})
+                target = nested[name]
     return out
+
+
+def apply_overrides(base: C, changes: Mapping[str, Any]) -> C:
+    """``base`` with ``changes`` applied: a nested dict (from :func:`parse_set`'s dotted keys)
+    replaces fields of the nested config it names, every other value replaces the field."""
+    nested = nested_fields(type(base))
+    flat = {}
+    for name, value in changes.items():
+        if name in nested and isinstance(value, Mapping):
+            value = apply_overrides(getattr(base, name), value)
+        flat[name] = value
+    return dataclasses.replace(base, **flat)
 
 
 def experiment_parser(description: str, *, default_out: str) -> argparse.ArgumentParser:
@@ -441,7 +511,7 @@ def resolve_config(args: argparse.Namespace, presets: Mapping[str, C]) -> C:
     config dataclass must have an int field ``seeds``). Validation errors of the dataclass
     (``__post_init__``) surface as one-line CLI errors through :func:`run_cli`."""
     base = presets[preset_name(args)]
-    return dataclasses.replace(base, **config_overrides(type(base), args))
+    return apply_overrides(base, config_overrides(type(base), args))
 
 
 def config_overrides(cls: type, args: argparse.Namespace, flags: Sequence[str] = ()

@@ -60,6 +60,57 @@ def test_presets_and_quick_alias():
         common.resolve_config(p.parse_args(["--seeds", "0"]), presets)
 
 
+def _composed():
+    from posjax.models.config import TransformerConfig
+    from posjax.training.config import TrainConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class ExpConfig:
+        pes: tuple[str, ...] = ("none",)
+        seeds: int = 3
+        model: TransformerConfig = TransformerConfig()
+        train: TrainConfig = TrainConfig()
+    return ExpConfig
+
+
+def test_dotted_keys_reach_the_nested_library_configs():
+    cls = _composed()
+    got = common.parse_set(cls, ["pes=rope,alibi", "model.d_model=32", "train.learning_rate=3e-3",
+                                 "model.layer_types=sliding,full", "model.sliding_window=8",
+                                 'model.pe_options={"base": 500}'])
+    assert got == {"pes": ("rope", "alibi"), "train": {"learning_rate": 3e-3},
+                   "model": {"d_model": 32, "layer_types": ("sliding", "full"),
+                             "sliding_window": 8, "pe_options": {"base": 500}}}
+    cfg = common.apply_overrides(cls(), got)
+    assert (cfg.model.d_model, cfg.model.layer_types, cfg.model.sliding_window) == \
+        (32, ("sliding", "full"), 8)
+    assert cfg.model.num_layers == cls().model.num_layers  # untouched fields stay
+    assert (cfg.train.learning_rate, cfg.pes) == (3e-3, ("rope", "alibi"))
+    assert "model.d_model" in common.settable_keys(cls) and "d_model" not in \
+        common.settable_keys(cls)
+
+
+@pytest.mark.parametrize("item, match", [
+    ("d_model=64", "did you mean model.d_model[?]"),
+    ("learning_rate=1", "did you mean train.learning_rate[?]"),
+    ("model=3", "is a config of its own"),
+    ("pes.x=1", "'pes' has no fields to set"),
+    ("model.nope=1", "unknown key 'model.nope'"),
+    ("train.steps=x", "train.steps='x': expected an integer"),
+    ("model.pe_options=[1]", "expected a JSON object"),
+])
+def test_dotted_key_errors_name_the_key(item, match):
+    with pytest.raises(ValueError, match=match) as e:
+        common.parse_set(_composed(), [item])
+    assert "\n" not in str(e.value)
+
+
+def test_nested_validation_runs_on_the_nested_config():
+    cls = _composed()
+    with pytest.raises(ValueError, match="sliding_window is not set"):
+        common.apply_overrides(cls(), common.parse_set(cls, ["model.layer_types=sliding"]))
+
+
 def test_mean_ci_is_the_student_t_interval():
     ci = common.mean_ci([1.0, 2.0, 3.0])
     # t_{0.975, 2} = 4.302652729911275; sd = 1; n = 3
