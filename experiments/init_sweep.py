@@ -26,6 +26,7 @@ from experiments.common import (CI_METHOD, CellStore, PLATEAU_CRITERION, converg
                                 experiment_parser, fmt_ci,
                                 loss_curve, loss_plateau, markdown_table, mean_ci,
                                 resolve_config, run_cli, versions, write_json)
+from posjax.analysis.similarity import pe_tables
 
 COMPANION_SEEDS = (2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195,
                    6914, 29)
@@ -160,16 +161,6 @@ def logits_of(model, features, positions, readout: str):
     else:
         pooled = pool(hidden, readout)
     return model.head(pooled)
-
-
-def pe_tables(model, positions) -> np.ndarray | None:
-    """Per-layer additive PE tables ``[L, n, d]`` (None for PEs without a table)."""
-    t = model.transformer
-    layers = range(len(t.pes))
-    try:
-        return np.stack([np.asarray(t.pes[i].table(positions)) for i in layers])
-    except ValueError:
-        return None
 
 
 _LOSSES: dict[str, Any] = {}

@@ -267,42 +267,6 @@ def model_config(cfg: LengthGeneralizationConfig, pe: str, options: dict[str, An
     return dataclasses.replace(base, pe=pe, pe_options=options)
 
 
-# --- decoding (cross-check of the teacher-forced exact match) ----------------------------------
-def kv_cache_supported(model) -> bool:
-    """Whether every PE of ``model`` can decode from a key/value cache."""
-    try:
-        model.transformer.check_support("kv_cache")
-    except ValueError:
-        return False
-    return True
-
-
-def greedy_exact(model, tokens: np.ndarray, prefix_len: np.ndarray, target_len: np.ndarray
-                 ) -> tuple[np.ndarray, bool]:
-    """Exact match ``[n]`` of greedy decoding with :func:`posjax.models.generate`, and whether
-    it decoded from a key/value cache (when every PE of the model supports one).
-
-    Row i's prompt is ``tokens[i, :prefix_len[i]]`` (``<bos> input <sep>``); it is exact when
-    the first ``target_len[i] + 1`` generated tokens are the target followed by ``<eos>``.
-    """
-    from posjax.models import generate
-
-    width = tokens.shape[1]
-    prompt_len, steps = int(np.max(prefix_len)), int(np.max(target_len)) + 1
-    if prompt_len + steps > width:
-        raise ValueError(f"greedy_exact: prompt {prompt_len} + {steps} steps exceeds the "
-                         f"sequence width {width}")
-    use_cache = kv_cache_supported(model)
-    out = np.asarray(generate(model, tokens[:, :prompt_len], max_new_tokens=steps,
-                              temperature=0.0, use_cache=use_cache,
-                              prompt_lengths=np.asarray(prefix_len, np.int32)))
-    cols = np.asarray(prefix_len)[:, None] + np.arange(steps)[None]  # new tokens of each row
-    want = np.take_along_axis(tokens, np.minimum(cols, width - 1), axis=1)
-    got = np.take_along_axis(out, cols, axis=1)
-    scored = np.arange(steps)[None] <= np.asarray(target_len)[:, None]  # target and <eos>
-    return ((got == want) | ~scored).all(axis=1), use_cache
-
-
 # --- one cell ---------------------------------------------------------------------------------
 def _seeds(task: str, seed: int, cfg: LengthGeneralizationConfig) -> dict[str, int]:
     t = cfg.tasks.index(task) if task in cfg.tasks else alg.TASKS.index(task)
@@ -351,6 +315,7 @@ def evaluate_model(model, task: str, seed: int, cfg: LengthGeneralizationConfig,
                    ) -> dict[str, Any]:
     """Per-length exact match on fresh test instances, plus the greedy cross-check."""
     from posjax.training import lm_exact_match
+    from posjax.training.evaluation import greedy_exact_match
 
     _, test_w = widths(cfg, task)
     seeds = _seeds(task, seed, cfg)
@@ -364,8 +329,8 @@ def evaluate_model(model, task: str, seed: int, cfg: LengthGeneralizationConfig,
     if greedy and cfg.greedy_check_per_length:
         pick = np.concatenate([np.flatnonzero(data["length"] == l)[:cfg.greedy_check_per_length]
                                for l in lengths])
-        g, cached = greedy_exact(model, data["tokens"][pick], data["prefix_len"][pick],
-                                 data["target_len"][pick])
+        g, cached = greedy_exact_match(model, data["tokens"][pick], data["prefix_len"][pick],
+                                       data["target_len"][pick])
         check = {"n": int(len(pick)), "agree": int((g == exact[pick]).sum()),
                  "greedy_accuracy": float(g.mean()), "kv_cache": cached}
     return {"per_length": per_length, "greedy_check": check,

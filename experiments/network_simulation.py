@@ -22,18 +22,40 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
+from flax import nnx
 
 from experiments.common import (CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
                                 converged_claim, described, experiment_parser, fmt_ci,
                                 loss_curve, loss_plateau, markdown_table, mean_ci,
                                 resolve_config, run_cli,
                                 versions, write_json)
+from posjax.models import TokenRegressor, TransformerConfig
+from posjax.training import TrainConfig
+
+
+def _model_template() -> TransformerConfig:
+    """The encoder (arXiv 2406.08272's network model: post-LN, a GELU after the MLP, the
+    learned PE added before every block, one head); ``input_dim`` (window + 1), ``max_len`` (the
+    number of nodes) and ``pe`` / ``pe_options`` (the σ label) are set from the data and the cell."""
+    return TransformerConfig(num_layers=4, d_model=64, num_heads=1, d_ff=256, pe="none",
+                             pre_norm=False, pe_every_layer=True, mlp_trailing_activation=True)
+
+
+def _train_template() -> TrainConfig:
+    return TrainConfig(steps=20_000, batch_size=32, optimizer="adam", learning_rate=1e-4,
+                       progress=False)
+
+
+# Library fields the experiment decides (data and cell); --set of another value is refused.
+DECIDED = {"model": ("pe", "pe_options", "input_dim", "max_len"),
+           "train": ("log_every", "checkpoint_every")}
 
 
 @dataclasses.dataclass(frozen=True)
-class NetConfig:
+class NetworkSimulationConfig:
     """Settings of the experiment (the simulation's other knobs keep the defaults of
-    ``NetworkSimOptions``). ``seeds`` is a count (seeds 0..seeds-1)."""
+    ``NetworkSimOptions``). ``seeds`` is a count (seeds 0..seeds-1). ``model`` / ``train``:
+    the library configs, set dotted (``--set model.d_model=32 train.learning_rate=3e-3``)."""
 
     sigmas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.2, 1.5, 1.8, 2.0)
     baselines: tuple[str, ...] = ("none",)
@@ -43,19 +65,10 @@ class NetConfig:
     sim_seed: int = 0
     mask_fraction: float = 0.15
     test_fraction: float = 0.2          # last fraction of the windows (in time) is the test set
-    d_model: int = 64
-    num_layers: int = 4
-    num_heads: int = 1
-    mlp_ratio: int = 4
-    post_ln: bool = True
-    mlp_trailing_gelu: bool = True
-    pe_every_layer: bool = True
     mask_token: str = described("zeros+flag", "masked_inputs: content zeroed plus a 0/1 flag; "
                                 "docs/interpretations.md")
-    optimizer: str = "adam"
-    learning_rate: float = 1e-4
-    batch_size: int = 32
-    steps: int = 20_000
+    model: TransformerConfig = dataclasses.field(default_factory=_model_template)
+    train: TrainConfig = dataclasses.field(default_factory=_train_template)
 
     def __post_init__(self):
         if self.seeds < 1:
@@ -64,55 +77,38 @@ class NetConfig:
             raise ValueError(f"every σ must be positive, got {self.sigmas}")
         if self.layout not in ("grid2d", "modular"):
             raise ValueError(f"layout must be grid2d or modular, got {self.layout!r}")
-        if self.steps <= 0 or self.sim_steps <= 0:
-            raise ValueError("steps and sim_steps must be positive")
+        if self.train.steps <= 0 or self.sim_steps <= 0:
+            raise ValueError("train.steps and sim_steps must be positive")
         if not 0 < self.mask_fraction < 1 or not 0 < self.test_fraction < 1:
             raise ValueError("mask_fraction and test_fraction must be in (0, 1)")
+        for part, template in (("model", _model_template()), ("train", _train_template())):
+            for name in DECIDED[part]:
+                if getattr(getattr(self, part), name) != getattr(template, name):
+                    raise ValueError(f"{part}.{name} is decided by the experiment (data, σ "
+                                     f"label, train.steps); it cannot be set")
 
 
 PRESETS = {
     # 2-core CPU: small model, 5 seeds in ensembles
-    "quick": NetConfig(sigmas=(0.05, 0.2, 1.0, 2.0), seeds=5, d_model=32, num_layers=2,
-                       learning_rate=3e-3, steps=600, batch_size=32, sim_steps=3000),
+    "quick": NetworkSimulationConfig(
+        sigmas=(0.05, 0.2, 1.0, 2.0), seeds=5, sim_steps=3000,
+        model=dataclasses.replace(_model_template(), d_model=32, num_layers=2, d_ff=128),
+        train=dataclasses.replace(_train_template(), learning_rate=3e-3, steps=600)),
     # one H200 in <= 8 min: the paper-sized model (d = 64, 4 layers) and grid, 5 seeds
-    "gpu": NetConfig(steps=5000),
-    "paper": NetConfig(),
+    "gpu": NetworkSimulationConfig(train=dataclasses.replace(_train_template(), steps=5000)),
+    "paper": NetworkSimulationConfig(),
 }
 
 
-class MaskedRegressor:
-    """Factory for the NNX regressor (Transformer + Linear head on every token)."""
-
-    @staticmethod
-    def build(cfg, out_dim: int, seed: int):
-        from flax import nnx
-
-        from posjax.models import Transformer
-
-        class _Model(nnx.Module):
-            def __init__(self, cfg, out_dim, *, rngs):
-                self.transformer = Transformer(cfg, rngs=rngs)
-                self.head = nnx.Linear(cfg.d_model, out_dim, rngs=rngs)
-
-            def __call__(self, x, positions):
-                return self.head(self.transformer(x, positions=positions))
-
-        return _Model(cfg, out_dim, rngs=nnx.Rngs(seed))
-
-
-def build_model(label: str, opts: NetConfig, num_nodes: int, window: int, seed: int):
-    from posjax.models import TransformerConfig
-
+def build_model(label: str, opts: NetworkSimulationConfig, num_nodes: int, window: int,
+                seed: int) -> TokenRegressor:
     if label.startswith("learned_s"):
         pe, pe_options = "learned", {"init": "normal", "std": float(label[len("learned_s"):])}
     else:
         pe, pe_options = label, {}
-    cfg = TransformerConfig(input_dim=window + 1, num_layers=opts.num_layers, d_model=opts.d_model,
-                            num_heads=opts.num_heads, d_ff=opts.mlp_ratio * opts.d_model,
-                            max_len=num_nodes, pe=pe, pe_options=pe_options,
-                            pre_norm=not opts.post_ln, pe_every_layer=opts.pe_every_layer,
-                            mlp_trailing_activation=opts.mlp_trailing_gelu)
-    return MaskedRegressor.build(cfg, window, seed)
+    cfg = dataclasses.replace(opts.model, input_dim=window + 1, max_len=num_nodes, pe=pe,
+                              pe_options=pe_options)
+    return TokenRegressor(cfg, window, rngs=nnx.Rngs(seed))
 
 
 def masked_inputs(x, mask):
@@ -163,22 +159,22 @@ def r2_masked(model, x: np.ndarray, masks: np.ndarray, batch: int = 256) -> floa
     return 1.0 - float((((pred - x) ** 2) * m).sum()) / float((((x - x.mean()) ** 2) * m).sum())
 
 
-def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: NetConfig,
+def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: NetworkSimulationConfig,
               out_dir: str) -> list[dict]:
     """Train one ensemble (labels x seeds) and score every member."""
     import jax.numpy as jnp
 
     from posjax.analysis.similarity import (compare_rsms, cosine_rsm, layout_rsm, modularity,
-                                            pe_vs_fc, procrustes, segregation)
-    from posjax.training import ArrayBatches, TrainConfig, train_ensemble
+                                            pe_tables, pe_vs_fc, procrustes, segregation)
+    from posjax.training import ArrayBatches, train_ensemble
 
     t0 = time.perf_counter()
     n, window = data["train"].shape[1], data["train"].shape[2]
     members = [{"label": lab, "seed": s} for lab in labels for s in range(cfg.seeds)]
-    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, optimizer=cfg.optimizer,
-                       learning_rate=cfg.learning_rate, log_every=max(cfg.steps // 20, 1),
-                       checkpoint_every=max(cfg.steps // 4, 1), progress=False)
-    batches = [ArrayBatches({"x": data["train"]}, cfg.batch_size, seed=m["seed"])
+    steps = cfg.train.steps
+    tcfg = dataclasses.replace(cfg.train, log_every=max(steps // 20, 1),
+                               checkpoint_every=max(steps // 4, 1))
+    batches = [ArrayBatches({"x": data["train"]}, cfg.train.batch_size, seed=m["seed"])
                for m in members]
     run_dir = os.path.join(out_dir, "train", name)
     result = train_ensemble(lambda m: build_model(m["label"], cfg, n, window, m["seed"]),
@@ -193,10 +189,7 @@ def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: NetC
                 "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
                 "r2_train": r2_masked(model, data["train"], data["train_masks"]),
                 "r2_test": r2_masked(model, data["test"], data["test_masks"])}
-        try:
-            tables = np.stack([np.asarray(pe.table(jnp.arange(n))) for pe in model.transformer.pes])
-        except ValueError:
-            tables = None
+        tables = pe_tables(model, jnp.arange(n))
         if tables is not None and np.ptp(tables) > 0:
             lay = layout_rsm(sim["coords"])
             per = [compare_rsms(cosine_rsm(t), lay) for t in tables]
@@ -289,7 +282,7 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
     return files
 
 
-def claims(cells: list[dict], cfg: NetConfig) -> list[dict]:
+def claims(cells: list[dict], cfg: NetworkSimulationConfig) -> list[dict]:
     """Claims with a threshold fixed in advance; verdicts decided by the 95 % CI over seeds.
     All are about trained models: each carries the training-loss plateau of the runs it reads
     and is "untested at this scale" when one has not converged."""
@@ -381,8 +374,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "# Network simulation: learned-PE recovery of a known layout (arXiv 2406.08272 stand-in)",
         "", f"Preset: {preset}; layout {sim_opts.layout}, "
         f"{sim_opts.num_nodes} nodes, {len(data['train'])}/{len(data['test'])} train/test windows "
-        f"of {sim_opts.window} steps; d={cfg.d_model}, {cfg.num_layers} layers, "
-        f"{cfg.steps} steps, lr {cfg.learning_rate}, seeds {seeds}.",
+        f"of {sim_opts.window} steps; d={cfg.model.d_model}, {cfg.model.num_layers} layers, "
+        f"{cfg.train.steps} steps, lr {cfg.train.learning_rate}, seeds {seeds}.",
         f"Uncertainty: {CI_METHOD}.",
         f"True layout vs FC (Spearman of RSMs): {layout_vs_fc['spearman']:.3f} (the FC mirrors "
         "the layout, so recovering either is recovering the geometry).", "",

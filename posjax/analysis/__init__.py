@@ -6,6 +6,7 @@ _LAZY = {
     "head_ablation": "posjax.analysis.ablation",
     "deposit_metrics": "posjax.analysis.ablation",
     "pe_similarity": "posjax.analysis.similarity",
+    "pe_tables": "posjax.analysis.similarity",
 }
 
 

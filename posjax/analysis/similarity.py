@@ -227,3 +227,17 @@ def plot_grid_embedding(ax, table, grid_width: int, *, method: str = "pca", titl
     ax.set_xticks([])
     ax.set_yticks([])
     return ax
+
+
+def pe_tables(model, positions) -> np.ndarray | None:
+    """The additive PE table of every layer of ``model``, ``[L, n, d]`` at ``positions [n]``.
+
+    ``model`` holds a ``Transformer`` as ``model.transformer``; ``L`` is the number of PE
+    modules it holds (one per block with ``pe_every_layer``, else one). None when its PE has no
+    table (``table`` raises ValueError: a rotary, bias or logits PE). Used to compare learned
+    tables with a layout (arXiv 2406.08272)."""
+    pes = model.transformer.pes
+    try:
+        return np.stack([np.asarray(pe.table(positions)) for pe in pes])
+    except ValueError:
+        return None

@@ -190,3 +190,13 @@ def generate(model: LanguageModel, prompt, *, max_new_tokens: int, temperature: 
                                use_cache=use_cache,
                                exact_lengths=not use_cache and bool(length_dependent))
     return (tokens, logits) if return_logits else tokens
+
+
+def kv_cache_supported(model: LanguageModel) -> bool:
+    """Whether every PE of ``model`` (every layer kind of its schedule) can decode from a
+    key/value cache, i.e. whether :func:`generate` may run with ``use_cache=True``."""
+    try:
+        model.transformer.check_support("kv_cache")
+    except ValueError:
+        return False
+    return True

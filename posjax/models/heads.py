@@ -162,3 +162,27 @@ class LanguageModel(nnx.Module):
                                                 segment_ids=segment_ids)
         logits = self._logits(hidden.astype(self.head_dtype))
         return logits.astype(jnp.promote_types(logits.dtype, jnp.float32)), cache
+
+
+class TokenRegressor(nnx.Module):
+    """A Transformer encoder with a per-token linear regression head.
+
+    ``x [B, T, input_dim]`` (float features; ``cfg.input_dim`` set) or ``tokens [B, T]`` ->
+    ``[B, T, out_dim]``: one prediction per token, e.g. each node's masked activity in the
+    network simulation of the learned-PE initialisation study (arXiv 2406.08272).
+
+    Args:
+      cfg: the encoder's configuration.
+      out_dim: size of each token's prediction (>= 1).
+      rngs: parameter initialisation (the encoder, then the head).
+    """
+
+    def __init__(self, cfg: TransformerConfig, out_dim: int, *, rngs: nnx.Rngs):
+        if out_dim < 1:
+            raise ValueError(f"TokenRegressor: out_dim must be >= 1, got {out_dim}")
+        self.transformer = Transformer(cfg, rngs=rngs)
+        self.head = nnx.Linear(cfg.d_model, out_dim, rngs=rngs)
+
+    def __call__(self, x: jax.Array, positions: jax.Array | None = None) -> jax.Array:
+        """``[B, T, out_dim]``; ``positions [T]`` or ``[B, T]`` (default ``arange(T)``)."""
+        return self.head(self.transformer(x, positions=positions))

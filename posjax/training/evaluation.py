@@ -146,3 +146,45 @@ def _exact_match(model, tokens, loss_mask):
     logits = model(tokens)[:, :-1]
     ok = (jnp.argmax(logits, -1) == tokens[:, 1:]) | ~loss_mask[:, 1:].astype(bool)
     return ok.all(-1)
+
+
+# --- greedy decoding exact match (cross-check of lm_exact_match) -------------------------------
+def greedy_exact_match(model: nnx.Module, tokens: np.ndarray, prefix_len: np.ndarray,
+                       target_len: np.ndarray, *, use_cache: bool | None = None
+                       ) -> tuple[np.ndarray, bool]:
+    """Exact match ``[n]`` (bool) of greedy decoding with :func:`posjax.models.generate`, and
+    whether it decoded from a key/value cache.
+
+    Args:
+      model: a causal ``LanguageModel``.
+      tokens: int ``[n, T]`` gold sequences ``<bos> input <sep> target <eos> <pad>...``.
+      prefix_len: int ``[n]``: row i's prompt is ``tokens[i, :prefix_len[i]]``.
+      target_len: int ``[n]``: row i is exact when its first ``target_len[i] + 1`` generated
+        tokens are ``tokens[i, prefix_len[i]:prefix_len[i] + target_len[i] + 1]`` (the target
+        and ``<eos>``).
+      use_cache: decode from a key/value cache; None: when every PE of the model supports one
+        (:func:`posjax.models.kv_cache_supported`), else recompute the sequence each step.
+
+    For a causal model this equals :func:`lm_exact_match` of the target span (the protocol of
+    arXiv 2305.19466, Sec. 3). Raises ValueError when the longest prompt plus the decoded steps
+    exceed the width ``T``.
+    """
+    from posjax.models import generate, kv_cache_supported
+
+    tokens, prefix_len, target_len = (np.asarray(tokens), np.asarray(prefix_len),
+                                      np.asarray(target_len))
+    width = tokens.shape[1]
+    prompt_len, steps = int(np.max(prefix_len)), int(np.max(target_len)) + 1
+    if prompt_len + steps > width:
+        raise ValueError(f"greedy_exact_match: prompt {prompt_len} + {steps} steps exceeds the "
+                         f"sequence width {width}")
+    if use_cache is None:
+        use_cache = kv_cache_supported(model)
+    out = np.asarray(generate(model, tokens[:, :prompt_len], max_new_tokens=steps,
+                              temperature=0.0, use_cache=use_cache,
+                              prompt_lengths=prefix_len.astype(np.int32)))
+    cols = prefix_len[:, None] + np.arange(steps)[None]  # the new tokens of each row
+    want = np.take_along_axis(tokens, np.minimum(cols, width - 1), axis=1)
+    got = np.take_along_axis(out, cols, axis=1)
+    scored = np.arange(steps)[None] <= target_len[:, None]  # target and <eos>
+    return ((got == want) | ~scored).all(axis=1), bool(use_cache)

@@ -63,7 +63,7 @@ def test_init_sweep_cli_resumes(tmp_path):
 def test_network_simulation_cli(tmp_path):
     from experiments import network_simulation
 
-    network_simulation.main(["--quick", "--out", str(tmp_path), "--set", "steps=2",
+    network_simulation.main(["--quick", "--out", str(tmp_path), "--set", "train.steps=2",
                              "sim_steps=400", "--seeds", "2"])
     res = json.load(open(tmp_path / "results.json"))
     assert {r["label"] for r in res["summary"]} >= {"learned_s0.05", "none"}

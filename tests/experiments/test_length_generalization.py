@@ -37,7 +37,7 @@ def bigram_language_model(next_token: dict[int, int], default: int):
     return model
 
 
-def test_greedy_generate_and_teacher_forced_exact_match_agree(monkeypatch):
+def test_greedy_generate_and_teacher_forced_exact_match_agree():
     """Copy with a bigram model that answers 3 after <sep> and <eos> after 3: exactly the
     length-1 instances of the digit 3 are right, by greedy decoding (posjax.models.generate,
     with and without the key/value cache) and by the teacher-forced argmax."""
@@ -50,16 +50,19 @@ def test_greedy_generate_and_teacher_forced_exact_match_agree(monkeypatch):
 
     tf = lm_exact_match(model, data["tokens"], data["loss_mask"], batch=64)
     np.testing.assert_array_equal(tf, truth)
+    from posjax.models import kv_cache_supported
+    from posjax.training.evaluation import greedy_exact_match
+
     args = data["tokens"], data["prefix_len"], data["target_len"]
-    greedy, cached = lg.greedy_exact(model, *args)
+    assert kv_cache_supported(model)
+    greedy, cached = greedy_exact_match(model, *args)
     assert cached  # NoPE decodes from the cache
     np.testing.assert_array_equal(greedy, truth)
-    monkeypatch.setattr(lg, "kv_cache_supported", lambda m: False)
-    greedy, cached = lg.greedy_exact(model, *args)
+    greedy, cached = greedy_exact_match(model, *args, use_cache=False)
     assert not cached
     np.testing.assert_array_equal(greedy, truth)
     with pytest.raises(ValueError, match="exceeds the sequence width"):
-        lg.greedy_exact(model, data["tokens"][:, :-1], data["prefix_len"], data["target_len"])
+        greedy_exact_match(model, data["tokens"][:, :-1], data["prefix_len"], data["target_len"])
 
 
 def test_pe_choices_cover_the_registry():
@@ -106,7 +109,7 @@ def tiny_config(*, pes, num_layers, seeds, **own):
     return lg.LengthGeneralizationConfig(
         tasks=("copy",), pes=pes, train_max_length=2, test_factor=2, n_train=32, per_length=2,
         eval_batch=8, greedy_check_per_length=1, seeds=seeds, **own,
-        model=TransformerConfig(num_layers=num_layers, d_model=8, num_heads=2, d_ff=8,
+        model=TransformerConfig(num_layers=num_layers, d_model=8, num_heads=2, d_ff=8, pe="none",
                                 causal=True, pre_norm=True, dropout=0.0),
         train=dataclasses.replace(lg.PRESETS["quick"].train, steps=1, batch_size=8,
                                   warmup_steps=0))

@@ -178,20 +178,20 @@ def test_fuzz_set_strings(data):
     import typing
 
     from experiments.common import described_fields, parse_set
-    from experiments.network_simulation import NetConfig
+    from experiments.network_simulation import NetworkSimulationConfig
 
-    names = [f.name for f in dataclasses.fields(NetConfig)]
+    names = [f.name for f in dataclasses.fields(NetworkSimulationConfig)]
     key = data.draw(st.sampled_from(names + ["no_such_key"]))
     text = data.draw(st.one_of(st.text(max_size=6), st.integers(-5, 50).map(str),
                                st.floats(allow_nan=False).map(repr),
                                st.sampled_from(["true", "false", "none", "1,2", "0.5,1"])))
     try:
-        out = parse_set(NetConfig, [f"{key}={text}"])
+        out = parse_set(NetworkSimulationConfig, [f"{key}={text}"])
     except ValueError as e:
         assert key in str(e) or "key=value" in str(e), str(e)
         return
-    assert key not in described_fields(NetConfig) and key in names
-    value, tp = out[key], typing.get_type_hints(NetConfig)[key]
+    assert key not in described_fields(NetworkSimulationConfig) and key in names
+    value, tp = out[key], typing.get_type_hints(NetworkSimulationConfig)[key]
     if tp is int:
         assert value == int(text)
     elif tp is float:

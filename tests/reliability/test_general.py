@@ -20,7 +20,7 @@ from flax import nnx
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 CONFIGS = [("additive_vs_multiplicative", "Settings"), ("finetune_pe", "FinetuneConfig"),
            ("init_sweep", "SweepConfig"), ("length_generalization", "LengthGeneralizationConfig"),
-           ("network_simulation", "NetConfig"), ("stress_table", "StressConfig")]
+           ("network_simulation", "NetworkSimulationConfig"), ("stress_table", "StressConfig")]
 
 
 def _reads(tree: ast.AST, skip: ast.AST | None = None) -> set[str]:

@@ -534,13 +534,13 @@ def test_r11_set_refuses_described_fields():
     from experiments.additive_vs_multiplicative import Settings
     from experiments.common import parse_set
     from experiments.length_generalization import LengthGeneralizationConfig
-    from experiments.network_simulation import NetConfig
+    from experiments.network_simulation import NetworkSimulationConfig
 
     for cls, field in ((Settings, "decay_mask"), (LengthGeneralizationConfig, "eval_method"),
-                       (NetConfig, "mask_token")):
+                       (NetworkSimulationConfig, "mask_token")):
         with pytest.raises(ValueError, match=f"--set: '{field}' describes what the code does"):
             parse_set(cls, [f"{field}=something else"])
-    assert parse_set(NetConfig, ["steps=3"]) == {"steps": 3}
+    assert parse_set(NetworkSimulationConfig, ["train.steps=3"]) == {"train": {"steps": 3}}
 
 
 # --- unclear errors and internal exceptions: each a ValueError naming the file/tensor/field -----
