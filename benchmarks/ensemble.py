@@ -120,13 +120,13 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
                                                seed=cfg.data_seed)["train"])
     loss = init_sweep.make_loss(cfg.readout)
     make = lambda m: init_sweep.build_model(label, cfg, m["seed"])
-    base = TrainConfig(steps=steps, batch_size=cfg.batch_size, optimizer=cfg.optimizer,
-                       learning_rate=cfg.learning_rate, log_every=max(steps // 4, 1),
-                       progress=False)
+    base = TrainConfig(steps=steps, batch_size=cfg.train.batch_size,
+                       optimizer=cfg.train.optimizer, learning_rate=cfg.train.learning_rate,
+                       log_every=max(steps // 4, 1), progress=False)
     ms = [{"seed": s} for s in seeds]
 
     def ensemble(n_steps, vectorize=None):
-        return train_ensemble(make, loss, [ArrayBatches(data, cfg.batch_size, seed=s)
+        return train_ensemble(make, loss, [ArrayBatches(data, cfg.train.batch_size, seed=s)
                                            for s in seeds], base.replace(steps=n_steps), members=ms,
                               vectorize=vectorize)
 
@@ -134,7 +134,7 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
         models = []
         for s in seeds:
             model = make({"seed": s})
-            train(model, loss, ArrayBatches(data, cfg.batch_size, seed=s),
+            train(model, loss, ArrayBatches(data, cfg.train.batch_size, seed=s),
                   base.replace(steps=n_steps, seed=s))
             models.append(model)
         return models
@@ -157,7 +157,7 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
     other_s = time.perf_counter() - t0
 
     load_timed = list(os.getloadavg())
-    prof = profile(make, loss, [ArrayBatches(data, cfg.batch_size, seed=s) for s in seeds], base,
+    prof = profile(make, loss, [ArrayBatches(data, cfg.train.batch_size, seed=s) for s in seeds], base,
                    seeds)
     loop_ms = seq_s / (members * steps) * 1e3
     best = min(v for k, v in prof.items() if k.startswith("ensemble_per_member_ms"))
@@ -171,8 +171,9 @@ def run(members: int, steps: int, sigma: float = 0.2) -> dict:
                    for a, b in zip(_params(em, all_params=all_params),
                                    _params(sm, all_params=all_params)))
 
-    return {"model": f"init_sweep quick ({label}, d={cfg.d_model}, {cfg.num_layers} layers, "
-                     f"batch {cfg.batch_size})",
+    return {"model": f"init_sweep quick ({label}, d={cfg.model.d_model}, "
+                     f"{cfg.model.num_layers} layers, "
+                     f"batch {cfg.train.batch_size})",
             "members": members, "steps": steps, "sequential_s": round(seq_s, 3),
             "ensemble_s": round(ens_s, 3), "speedup": round(seq_s / ens_s, 3),
             "max_param_diff": max_diff(False), "max_param_diff_all": max_diff(True),

@@ -1,7 +1,7 @@
 """σ sweep of the learned-PE initialisation on the Latin Square Task (arXiv 2406.08272).
 
     python -m experiments.init_sweep [--preset quick|gpu|paper] [--seeds N] [--out DIR]
-        [--set key=value ...]     (e.g. --set optimizer=sgd learning_rate=0.03 sigmas=0.1,1.0)
+        [--set key=value ...]     (e.g. --set train.optimizer=sgd train.learning_rate=0.03 sigmas=0.1,1.0)
 
 Trains the model of the learned-PE initialisation study (arXiv 2406.08272: post-LN encoder, 1 head,
 the PE re-added at every block with its own table, read-out from the last token) with a learned PE initialised N(0, σ²) for each σ, and with
@@ -27,6 +27,8 @@ from experiments.common import (CI_METHOD, CellStore, PLATEAU_CRITERION, converg
                                 loss_curve, loss_plateau, markdown_table, mean_ci,
                                 resolve_config, run_cli, versions, write_json)
 from posjax.analysis.similarity import pe_tables
+from posjax.models import TransformerConfig
+from posjax.training import TrainConfig
 
 COMPANION_SEEDS = (2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195,
                    6914, 29)
@@ -42,11 +44,32 @@ REFERENCE = {  # companion replication of arXiv 2406.08272 (test / human-puzzle 
     1.0: (98.07, 89.38), 2.0: (84.66, 37.72)}
 
 
+def _model_template() -> TransformerConfig:
+    """The classifier body (arXiv 2406.08272, Sec. 3 and the companion code: post-LN, a GELU
+    after the MLP, the PE added before every block, one head); ``input_dim`` (5 features),
+    ``max_len`` (grid_width²) and ``pe`` / ``pe_options`` (the label) are set per cell."""
+    return TransformerConfig(num_layers=4, d_model=160, num_heads=1, d_ff=640, pe="none",
+                             pre_norm=False, pe_every_layer=True, mlp_trailing_activation=True,
+                             activation="gelu", dropout=0.0)
+
+
+def _train_template() -> TrainConfig:
+    """Adam (AdamW with weight decay 0); ``steps`` comes from ``epochs`` / ``max_steps``."""
+    return TrainConfig(batch_size=128, optimizer="adam", learning_rate=1e-4, progress=False)
+
+
+# Library fields the experiment decides (data, label, epochs); --set of another value is refused.
+DECIDED = {"model": ("pe", "pe_options", "input_dim", "max_len"),
+           "train": ("steps", "log_every", "checkpoint_every")}
+
+
 @dataclasses.dataclass(frozen=True)
-class SweepConfig:
+class InitSweepConfig:
     """Every setting of the sweep (recorded in results.json).
 
     ``seeds`` is a count: the first ``seeds`` companion seeds (then 1000, 1001, ...).
+    ``model`` / ``train``: the library configs, set dotted (``--set model.d_model=32
+    train.learning_rate=3e-3``); the rest is the experiment's own, set flat.
     """
 
     sigmas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.2, 1.5, 1.8, 2.0)
@@ -54,24 +77,14 @@ class SweepConfig:
     seeds: int = 15
     data_seed: int = 0
     n_per_condition: int = 3000
-    # model (arXiv 2406.08272, Sec. 3 and the companion code)
-    d_model: int = 160
-    num_layers: int = 4
-    num_heads: int = 1
-    mlp_ratio: int = 4
-    post_ln: bool = True
-    mlp_trailing_gelu: bool = True
     readout: str = "last"               # "last" (companion), "query", "mean"
-    pe_every_layer: bool = True
     grid_width: int = 4
     random_fixed_std: float = 1.0       # std of the fixed random table
     rope_base: float = 10000.0          # base of axial 2-D RoPE
-    # training
-    optimizer: str = "adam"             # AdamW with weight decay 0 == Adam
-    learning_rate: float = 1e-4
-    batch_size: int = 128
     epochs: int = 4000
     max_steps: int | None = None        # replaces epochs when set
+    model: TransformerConfig = dataclasses.field(default_factory=_model_template)
+    train: TrainConfig = dataclasses.field(default_factory=_train_template)
 
     def __post_init__(self):
         if self.seeds < 1:
@@ -83,16 +96,23 @@ class SweepConfig:
         unknown = set(self.fixed_pes) - set(FIXED_PES)
         if unknown:
             raise ValueError(f"unknown fixed PE(s) {sorted(unknown)}; choose from {list(FIXED_PES)}")
-        if self.optimizer not in ("adam", "adamw", "sgd"):
-            raise ValueError(f"optimizer must be adam, adamw or sgd, got {self.optimizer!r}")
+        if self.train.optimizer not in ("adam", "adamw", "sgd"):
+            raise ValueError(f"train.optimizer must be adam, adamw or sgd, got "
+                             f"{self.train.optimizer!r}")
         if self.readout not in ("last", "query", "mean"):
             raise ValueError(f"readout must be last, query or mean, got {self.readout!r}")
-        if self.d_model % 4:
-            raise ValueError(f"d_model must be divisible by 4 for the 2-D PEs, got {self.d_model}")
+        if self.model.d_model % 4:
+            raise ValueError(f"model.d_model must be divisible by 4 for the 2-D PEs, got "
+                             f"{self.model.d_model}")
         if self.n_per_condition < 10:
             raise ValueError(f"n_per_condition must be >= 10, got {self.n_per_condition}")
         if self.max_steps is not None and self.max_steps <= 0:
             raise ValueError(f"max_steps must be positive, got {self.max_steps}")
+        for part, template in (("model", _model_template()), ("train", _train_template())):
+            for name in DECIDED[part]:
+                if getattr(getattr(self, part), name) != getattr(template, name):
+                    raise ValueError(f"{part}.{name} is decided by the experiment (data, label, "
+                                     f"epochs / max_steps); it cannot be set")
 
     @property
     def seed_values(self) -> tuple[int, ...]:
@@ -100,24 +120,25 @@ class SweepConfig:
         return (COMPANION_SEEDS + extra)[:self.seeds]
 
     def steps(self, train_size: int) -> int:
-        return self.max_steps or self.epochs * (train_size // self.batch_size)
+        return self.max_steps or self.epochs * (train_size // self.train.batch_size)
 
 
 PRESETS = {
     # 2-core CPU: small model, 5 seeds of every cell in ensembles; 1,500 steps (~44 epochs) is
     # the longest run that stays within 10 minutes there (8.5 min at load 2; 600 steps: 3.8 min)
-    "quick": SweepConfig(sigmas=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0), seeds=5, n_per_condition=800,
-                         d_model=32, num_layers=2, batch_size=64, learning_rate=3e-3,
-                         max_steps=1500),
+    "quick": InitSweepConfig(
+        sigmas=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0), seeds=5, n_per_condition=800, max_steps=1500,
+        model=dataclasses.replace(_model_template(), d_model=32, num_layers=2, d_ff=128),
+        train=dataclasses.replace(_train_template(), batch_size=64, learning_rate=3e-3)),
     # one H200 in <= 8 min: the paper's model and grid, 8 seeds, 4,000 steps (~63 epochs)
-    "gpu": SweepConfig(seeds=8, max_steps=4000),
+    "gpu": InitSweepConfig(seeds=8, max_steps=4000),
     # the paper's configuration: 15 companion seeds, 4,000 epochs
-    "paper": SweepConfig(),
+    "paper": InitSweepConfig(),
 }
 
 
 # ------------------------------------------------------------------------------------------
-def pe_spec(label: str, opts: SweepConfig) -> tuple[str, dict[str, Any]]:
+def pe_spec(label: str, opts: InitSweepConfig) -> tuple[str, dict[str, Any]]:
     """Registry name and options of a sweep label ("learned_s0.2", "sin2d", ...)."""
     if label.startswith("learned_s"):
         return "learned", {"init": "normal", "std": float(label[len("learned_s"):])}
@@ -132,18 +153,14 @@ def pe_spec(label: str, opts: SweepConfig) -> tuple[str, dict[str, Any]]:
     return name, extra
 
 
-def build_model(label: str, opts: SweepConfig, seed: int):
+def build_model(label: str, opts: InitSweepConfig, seed: int):
     from flax import nnx
 
     from posjax.models import Classifier, TransformerConfig
 
     name, pe_options = pe_spec(label, opts)
-    cfg = TransformerConfig(input_dim=5, num_layers=opts.num_layers, d_model=opts.d_model,
-                            num_heads=opts.num_heads, d_ff=opts.mlp_ratio * opts.d_model,
-                            max_len=opts.grid_width ** 2, pe=name, pe_options=pe_options,
-                            pre_norm=not opts.post_ln, pe_every_layer=opts.pe_every_layer,
-                            mlp_trailing_activation=opts.mlp_trailing_gelu, activation="gelu",
-                            dropout=0.0)
+    cfg = dataclasses.replace(opts.model, input_dim=5, max_len=opts.grid_width ** 2, pe=name,
+                              pe_options=pe_options)
     pooling = opts.readout if opts.readout in ("last", "mean") else "last"
     return Classifier(cfg, 4, pooling=pooling, rngs=nnx.Rngs(seed))
 
@@ -211,30 +228,29 @@ def accuracies(pred: np.ndarray, puzzles: dict[str, np.ndarray]) -> dict[str, fl
                                   ((1, "binary"), (2, "ternary"), (3, "quaternary"))}}
 
 
-def groups(cfg: SweepConfig) -> dict[str, list[str]]:
+def groups(cfg: InitSweepConfig) -> dict[str, list[str]]:
     """Ensembles: every learned σ together (σ only changes the init), each fixed PE alone."""
     out = {"learned": [f"learned_s{s:g}" for s in cfg.sigmas]} if cfg.sigmas else {}
     out.update({label: [label] for label in cfg.fixed_pes})
     return out
 
 
-def run_group(name: str, labels: Sequence[str], splits: dict, cfg: SweepConfig,
+def run_group(name: str, labels: Sequence[str], splits: dict, cfg: InitSweepConfig,
               out_dir: str) -> list[dict]:
     """Train one ensemble (labels x seeds) and evaluate every member."""
     import jax.numpy as jnp
 
     from posjax.analysis.similarity import pe_similarity
     from posjax.encodings.grid2d import sinusoidal_2d
-    from posjax.training import ArrayBatches, TrainConfig, predict_classes, train_ensemble
+    from posjax.training import ArrayBatches, predict_classes, train_ensemble
 
     t0 = time.perf_counter()
     train = model_arrays(splits["train"])
     members = [{"label": label, "seed": seed} for label in labels for seed in cfg.seed_values]
     steps = cfg.steps(len(train["labels"]))
-    tcfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, optimizer=cfg.optimizer,
-                       learning_rate=cfg.learning_rate, log_every=max(steps // 20, 1),
-                       checkpoint_every=max(steps // 4, 1), progress=False)
-    batches = [ArrayBatches(train, cfg.batch_size, seed=m["seed"]) for m in members]
+    tcfg = dataclasses.replace(cfg.train, steps=steps, log_every=max(steps // 20, 1),
+                               checkpoint_every=max(steps // 4, 1))
+    batches = [ArrayBatches(train, cfg.train.batch_size, seed=m["seed"]) for m in members]
     make = lambda m: build_model(m["label"], cfg, m["seed"])
     positions = jnp.arange(cfg.grid_width ** 2)
     init_models = [make(m) for m in members]
@@ -246,7 +262,7 @@ def run_group(name: str, labels: Sequence[str], splits: dict, cfg: SweepConfig,
     curves = [loss_curve(os.path.join(run_dir, "metrics.jsonl"), member=i)
               for i in range(len(members))]
     named = {k: model_arrays(splits[k]) for k in ("train", "test", "ood")}
-    gt = np.asarray(sinusoidal_2d(cfg.grid_width, cfg.grid_width, cfg.d_model))
+    gt = np.asarray(sinusoidal_2d(cfg.grid_width, cfg.grid_width, cfg.model.d_model))
     onehots = jnp.eye(5)[:4]
     cells = []
     for i, (m, model) in enumerate(zip(members, result.models)):
@@ -307,7 +323,7 @@ def _paired(cells: list[dict], a: str, b: str, get) -> dict[str, Any]:
     return mean_ci(get(by[(a, s)]) - get(by[(b, s)]) for s in seeds)
 
 
-def claims(cells: list[dict], cfg: SweepConfig) -> list[dict]:
+def claims(cells: list[dict], cfg: InitSweepConfig) -> list[dict]:
     """The paper's claims, each a statistic with a threshold fixed in advance and a verdict
     decided by its 95 % CI over seeds. All are about trained models, so each carries the
     training-loss plateau of the runs it reads (:func:`experiments.common.loss_plateau`) and is
@@ -353,7 +369,7 @@ def _pm(ci, scale=100.0, digits=1):
     return fmt_ci(ci, scale, digits)
 
 
-def make_plots(cells: list[dict], rows: list[dict], opts: SweepConfig, out_dir: str) -> list[str]:
+def make_plots(cells: list[dict], rows: list[dict], opts: InitSweepConfig, out_dir: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -426,7 +442,7 @@ def make_plots(cells: list[dict], rows: list[dict], opts: SweepConfig, out_dir: 
     return files
 
 
-def write_report(rows: list[dict], found: list[dict], cfg: SweepConfig, meta: dict,
+def write_report(rows: list[dict], found: list[dict], cfg: InitSweepConfig, meta: dict,
                  out_dir: str) -> str:
     headers = ["PE", "seeds", "train %", "test %", "OOD %", "OOD B / T / Q %", "RSM cos",
                "Spearman", "Procrustes R²", "PE/content norm at init"]
@@ -446,8 +462,9 @@ def write_report(rows: list[dict], found: list[dict], cfg: SweepConfig, meta: di
                  f"{v[1]:.2f}"] for k, v in REFERENCE.items()]
     text = [
         "# σ sweep of the learned-PE init on the Latin Square Task (arXiv 2406.08272)", "",
-        f"Preset: {meta['preset']}. Optimizer {cfg.optimizer}, lr {cfg.learning_rate}, batch "
-        f"{cfg.batch_size}, d={cfg.d_model}, {cfg.num_layers} layers, {cfg.num_heads} head(s), "
+        f"Preset: {meta['preset']}. Optimizer {cfg.train.optimizer}, lr {cfg.train.learning_rate}, "
+        f"batch {cfg.train.batch_size}, d={cfg.model.d_model}, {cfg.model.num_layers} layers, "
+        f"{cfg.model.num_heads} head(s), "
         f"readout '{cfg.readout}', {meta['steps']} steps. Seeds: {list(cfg.seed_values)}.",
         f"Data: {meta['sizes']} (train/test/OOD); the OOD set is a generated stand-in for the 108 "
         "human-study puzzles (not available offline): 12 unique puzzles per condition x 3 "

@@ -15,8 +15,10 @@ from posjax.data.latin_square import LSTOptions, make_splits  # noqa: E402
 
 def test_init_sweep_group_smoke(tmp_path):
     splits = make_splits(LSTOptions(n_per_condition=10, ood_unique_per_condition=2), seed=0)
-    cfg = dataclasses.replace(init_sweep.PRESETS["quick"], d_model=8, num_layers=1,
-                              batch_size=8, max_steps=3, seeds=2, sigmas=(0.5, 2.0))
+    quick = init_sweep.PRESETS["quick"]
+    cfg = dataclasses.replace(quick, max_steps=3, seeds=2, sigmas=(0.5, 2.0),
+                              model=dataclasses.replace(quick.model, d_model=8, num_layers=1),
+                              train=dataclasses.replace(quick.train, batch_size=8))
     cells = init_sweep.run_group("learned", ["learned_s0.5", "learned_s2"], splits, cfg,
                                  str(tmp_path))
     assert [(c["label"], c["seed"]) for c in cells] == [
@@ -47,7 +49,7 @@ def test_init_sweep_rejects_bad_arguments(tmp_path):
 @pytest.mark.slow
 def test_init_sweep_cli_resumes(tmp_path):
     args = ["--quick", "--out", str(tmp_path), "--seeds", "2", "--set", "sigmas=0.1",
-            "fixed_pes=sin2d", "max_steps=2", "n_per_condition=12", "batch_size=8"]
+            "fixed_pes=sin2d", "max_steps=2", "n_per_condition=12", "train.batch_size=8"]
     init_sweep.main(args)
     res = json.load(open(tmp_path / "results.json"))
     assert [c["label"] for c in res["cells"]] == ["learned_s0.1"] * 2 + ["sin2d"] * 2

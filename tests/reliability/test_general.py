@@ -19,7 +19,7 @@ from flax import nnx
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 CONFIGS = [("additive_vs_multiplicative", "Settings"), ("finetune_pe", "FinetuneConfig"),
-           ("init_sweep", "SweepConfig"), ("length_generalization", "LengthGeneralizationConfig"),
+           ("init_sweep", "InitSweepConfig"), ("length_generalization", "LengthGeneralizationConfig"),
            ("network_simulation", "NetworkSimulationConfig"), ("stress_table", "StressConfig")]
 
 
