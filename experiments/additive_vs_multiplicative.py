@@ -10,8 +10,9 @@ deposit metrics per layer, and the partial-head RoPE sweep.
 ``--preset paper`` (default) is the paper's configuration (6 layers, d 256, 16 heads, 100 epochs
 of batch 512, 3 data x 3 init seeds); ``gpu`` the same model with a step budget that fits one
 H200 in minutes; ``quick`` a small CPU configuration with 3 paired seeds. Any field of
-:class:`Settings` can be overridden with ``--set`` (lists comma-separated), e.g.
-``--set alibi_slopes=exp`` or ``--set kv_source=embeddings`` for the original code's quirks.
+:class:`AdditiveVsMultiplicativeConfig` can be overridden with ``--set`` (lists comma-separated), e.g.
+``--set alibi_slopes=exp`` or ``--set model.kv_source=embeddings`` for the original code's
+quirks (library fields dotted: ``model.d_model=64``, ``train.learning_rate=3e-3``).
 Accuracies are mean ± 95 % CI over seeds and every claim's verdict is decided by the CI of a
 per-seed statistic. Finished (task, PE, seed) cells are stored under ``DIR/cells`` and skipped on
 rerun.
@@ -32,6 +33,8 @@ from experiments.common import (CI_METHOD, PLATEAU_CRITERION, CellStore, converg
                                 loss_curve, loss_plateau, markdown_table, mean_ci,
                                 resolve_config, run_cli,
                                 versions, write_json)
+from posjax.models import TransformerConfig
+from posjax.training import TrainConfig
 
 PES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope", "rope_plus_abs", "mla")
 REPORTED = {  # secondary-source numbers (unverified), for comparison only
@@ -41,8 +44,30 @@ REPORTED = {  # secondary-source numbers (unverified), for comparison only
     ("count", "sinusoidal"): "moderate", ("count", "alibi"): "worst", ("count", "none"): "77.69"}
 
 
+def _model_template() -> TransformerConfig:
+    """The classifier body of arXiv 2505.13027 (6 layers, ReLU, dropout 0.1, N(0, 1) token
+    embeddings; ``kv_source="embeddings"`` is its code's quirk); ``vocab_size`` (574 token ids), ``max_len`` (``seq_len``) and
+    ``pe`` / ``pe_options`` (the row) are set per cell."""
+    return TransformerConfig(vocab_size=574, num_layers=6, d_model=256, num_heads=16, d_ff=512,
+                             pe="none", activation="relu", dropout=0.1, embed_init_std=1.0,
+                             kv_source="residual")
+
+
+def _train_template() -> TrainConfig:
+    """AdamW + cosine (arXiv 2505.13027; faithful betas: b1=0.98, b2=0.9); ``steps`` comes from
+    ``epochs`` / ``steps``, ``seed`` from the init seed; ``checkpoint_every=0``: none."""
+    return TrainConfig(batch_size=512, optimizer="adamw", learning_rate=1e-4, weight_decay=1e-5,
+                       b1=0.9, b2=0.999, eps=1e-8, schedule="cosine", warmup_fraction=0.06,
+                       checkpoint_every=1000)
+
+
+# Library fields the experiment decides (data, row, seeds); --set of another value is refused.
+DECIDED = {"model": ("pe", "pe_options", "vocab_size", "max_len"),
+           "train": ("steps", "seed", "log_every", "progress", "optimizer")}
+
+
 @dataclasses.dataclass(frozen=True)
-class Settings:
+class AdditiveVsMultiplicativeConfig:
     """Every knob of the experiment; ``dataclasses.asdict`` goes into results.json."""
 
     # data (arXiv 2505.13027)
@@ -62,15 +87,6 @@ class Settings:
     dedup: bool = True
     split_seed: int = 42
     train_fraction: float = 0.7
-    # model (arXiv 2505.13027)
-    num_layers: int = 6
-    d_model: int = 256
-    num_heads: int = 16
-    d_ff: int = 512
-    activation: str = "relu"
-    dropout: float = 0.1
-    embed_init_std: float = 1.0
-    kv_source: str = "residual"                   # "embeddings": faithful quirk
     pooling: str = "mean"
     # PEs compared in arXiv 2505.13027
     pes: tuple[str, ...] = PES
@@ -86,17 +102,8 @@ class Settings:
     # training (arXiv 2505.13027)
     epochs: int = 100
     steps: int | None = None                      # overrides epochs when set
-    batch_size: int = 512
-    learning_rate: float = 1e-4
-    weight_decay: float = 1e-5
-    b1: float = 0.9                               # faithful_betas: (0.98, 0.9)
-    b2: float = 0.999
-    eps: float = 1e-8
-    warmup_fraction: float = 0.06
-    schedule: str = "cosine"
     decay_mask: str = described("all parameters", "optax.adamw decays every parameter")
     seed_grid: str = "cross"                      # "cross": data x init seeds; "paired": (s, s)
-    checkpoint_every: int = 1000                  # 0: no per-run checkpoints (quick)
     # analysis (arXiv 2505.13027)
     ablation_split: str = "test"                  # "all": train + test, as the original
     ablation_max_samples: int | None = None
@@ -105,6 +112,8 @@ class Settings:
     dominance_threshold: float = 5.0
     eval_batch_size: int = 512
     seeds: int = 3                                # seeds per row (pairs: see seed_grid)
+    model: TransformerConfig = dataclasses.field(default_factory=_model_template)
+    train: TrainConfig = dataclasses.field(default_factory=_train_template)
 
     def __post_init__(self):
         bad = [p for p in (*self.pes, *self.count_pes) if p not in PES]
@@ -118,19 +127,28 @@ class Settings:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"steps must be positive, got {self.steps}")
+        for part, template in (("model", _model_template()), ("train", _train_template())):
+            for name in DECIDED[part]:
+                if getattr(getattr(self, part), name) != getattr(template, name):
+                    raise ValueError(f"{part}.{name} is decided by the experiment (data, PE row, "
+                                     f"seeds, epochs / steps); it cannot be set")
 
 
 QUICK = dict(distance_samples=3000, count_samples=3000, seq_len=32, max_tokens=32,
              left_range=(1, 6), between_range=(1, 16), right_range=(1, 6), count_length=32,
-             count_range=(0, 16), num_layers=2, d_model=64, num_heads=4, d_ff=128, dropout=0.0,
-             count_pes=("none", "rope", "mla"), sweep_k=(0, 1, 2, 4),
-             steps=250, batch_size=32, learning_rate=3e-3,
-             seed_grid="paired", checkpoint_every=0, eval_batch_size=1024, seeds=3)
+             count_range=(0, 16), count_pes=("none", "rope", "mla"), sweep_k=(0, 1, 2, 4),
+             steps=250, seed_grid="paired", eval_batch_size=1024, seeds=3,
+             model=dataclasses.replace(_model_template(), num_layers=2, d_model=64, num_heads=4,
+                                       d_ff=128, dropout=0.0),
+             train=dataclasses.replace(_train_template(), batch_size=32, learning_rate=3e-3,
+                                       checkpoint_every=0))
 PRESETS = {
-    "quick": Settings(**QUICK),
+    "quick": AdditiveVsMultiplicativeConfig(**QUICK),
     # one H200 in <= 8 min: the paper's model and data, 3 paired seeds, 2,000 steps per cell
-    "gpu": Settings(steps=2000, seed_grid="paired", checkpoint_every=0),
-    "paper": Settings(),
+    "gpu": AdditiveVsMultiplicativeConfig(
+        steps=2000, seed_grid="paired",
+        train=dataclasses.replace(_train_template(), checkpoint_every=0)),
+    "paper": AdditiveVsMultiplicativeConfig(),
 }
 # Quick settings rationale: length 32 and 2 x 64-wide layers (d_h 16 as in the paper) keep a cell
 # to ~10 s of CPU time, about half of it compilation (one evaluation batch: one compile); lr 3e-3
@@ -138,7 +156,7 @@ PRESETS = {
 # k = 0 and k = H of the sweep reuse the NoPE and RoPE cells.
 
 
-def seed_pairs(s: Settings, n: int) -> list[tuple[int, int]]:
+def seed_pairs(s: AdditiveVsMultiplicativeConfig, n: int) -> list[tuple[int, int]]:
     if s.seed_grid == "cross":
         return list(itertools.product(range(n), range(n)))
     if s.seed_grid == "paired":
@@ -146,7 +164,7 @@ def seed_pairs(s: Settings, n: int) -> list[tuple[int, int]]:
     raise ValueError(f"seed_grid must be 'cross' or 'paired', got {s.seed_grid!r}")
 
 
-def pe_options(s: Settings, pe: str, k: int | None = None) -> dict[str, Any]:
+def pe_options(s: AdditiveVsMultiplicativeConfig, pe: str, k: int | None = None) -> dict[str, Any]:
     """The registry options of each row (arXiv 2505.13027 standard defaults unless overridden)."""
     table = {"none": {}, "sinusoidal": {"layout": "interleaved"},
              "learned": {"init": "normal", "std": s.learned_std},
@@ -164,7 +182,7 @@ def pe_options(s: Settings, pe: str, k: int | None = None) -> dict[str, Any]:
     return opts
 
 
-def make_data(s: Settings, task: str, seed: int):
+def make_data(s: AdditiveVsMultiplicativeConfig, task: str, seed: int):
     """(train, test, n_classes) of one task and data seed."""
     from posjax.data import tasks
 
@@ -186,30 +204,23 @@ def make_data(s: Settings, task: str, seed: int):
     return train, test, n_classes
 
 
-def run_cell(s: Settings, task: str, pe: str, opts: dict, data_seed: int, init_seed: int,
+def run_cell(s: AdditiveVsMultiplicativeConfig, task: str, pe: str, opts: dict, data_seed: int, init_seed: int,
              data, run_dir: str | None, progress: bool) -> dict[str, Any]:
     """Train one model and measure its accuracy, head ablation and deposit metrics."""
     from flax import nnx
 
     from posjax.analysis.ablation import attention_mass, deposit_metrics, head_ablation
-    from posjax.models import Classifier, TransformerConfig
-    from posjax.training import (ArrayBatches, TrainConfig, classification_loss,
-                                 evaluate_classifier, train)
+    from posjax.models import Classifier
+    from posjax.training import ArrayBatches, classification_loss, evaluate_classifier, train
 
     train_set, test_set, n_classes = data
-    cfg = TransformerConfig(
-        vocab_size=574, num_layers=s.num_layers, d_model=s.d_model, num_heads=s.num_heads,
-        d_ff=s.d_ff, max_len=s.seq_len, pe=pe, pe_options=opts, activation=s.activation,
-        dropout=s.dropout, embed_init_std=s.embed_init_std, kv_source=s.kv_source)
+    cfg = dataclasses.replace(s.model, max_len=s.seq_len, pe=pe, pe_options=opts)
     model = Classifier(cfg, n_classes, s.pooling, rngs=nnx.Rngs(init_seed))
-    steps = s.steps or s.epochs * (len(train_set["labels"]) // s.batch_size)
-    tc = TrainConfig(steps=steps, batch_size=s.batch_size, optimizer="adamw",
-                     learning_rate=s.learning_rate, weight_decay=s.weight_decay, b1=s.b1,
-                     b2=s.b2, eps=s.eps, schedule=s.schedule, warmup_fraction=s.warmup_fraction,
-                     seed=init_seed, log_every=max(1, min(100, steps // 20)),
-                     checkpoint_every=s.checkpoint_every, progress=progress)
+    steps = s.steps or s.epochs * (len(train_set["labels"]) // s.train.batch_size)
+    tc = dataclasses.replace(s.train, steps=steps, seed=init_seed,
+                             log_every=max(1, min(100, steps // 20)), progress=progress)
     t0 = time.perf_counter()
-    batches = ArrayBatches(train_set, s.batch_size, seed=init_seed)
+    batches = ArrayBatches(train_set, s.train.batch_size, seed=init_seed)
     result = train(model, classification_loss, batches, tc, out_dir=run_dir, desc=f"{task}/{pe}",
                    run_config={"model": cfg.to_dict(), "task": task, "data_seed": data_seed})
     seconds = time.perf_counter() - t0
@@ -233,7 +244,7 @@ def run_cell(s: Settings, task: str, pe: str, opts: dict, data_seed: int, init_s
     return out
 
 
-def summarise(s: Settings, results: list[dict], prior: dict) -> tuple[str, dict]:
+def summarise(s: AdditiveVsMultiplicativeConfig, results: list[dict], prior: dict) -> tuple[str, dict]:
     """report.md text and the aggregated tables."""
     from experiments.common import jsonable
 
@@ -255,21 +266,21 @@ def summarise(s: Settings, results: list[dict], prior: dict) -> tuple[str, dict]
             acc_rows.append([task, pe, fmt_ci(mean_ci(accs), 100), len(rs),
                              REPORTED.get((task, pe), "not reported")])
             per_layer = lambda f: " / ".join(  # mean over seeds, one entry per layer
-                f"{np.nanmean([num(d[f][l]) for d in deps]):.2f}" for l in range(s.num_layers))
+                f"{np.nanmean([num(d[f][l]) for d in deps]):.2f}" for l in range(s.model.num_layers))
             dom = [num(d["dominance"][0]) for d in deps]
             dep_rows.append([task, pe, per_layer("max_drop"),
                              "/".join(str(d["argmax_head"][0]) for d in deps),
                              f"{np.median(dom):.2f}", per_layer("concentration"),
                              f"{sum(d['deposit'] for d in deps)}/{len(deps)}"])
-    for k in sorted({min(k, s.num_heads) for k in s.sweep_k}):
+    for k in sorted({min(k, s.model.num_heads) for k in s.sweep_k}):
         rs = rows_of("distance", f"rope_k{k}")
         if rs:
             accs = [r["value"]["test_accuracy"] for r in rs]
             rope_heads = [max(r["value"]["deposit"]["drops"][0][:k]) if k else float("nan")
                           for r in rs]
-            other = [max(r["value"]["deposit"]["drops"][0][k:]) if k < s.num_heads
+            other = [max(r["value"]["deposit"]["drops"][0][k:]) if k < s.model.num_heads
                      else float("nan") for r in rs]
-            sweep_rows.append([k if k < s.num_heads else f"{k} (all)",
+            sweep_rows.append([k if k < s.model.num_heads else f"{k} (all)",
                                fmt_ci(mean_ci(accs), 100), fmt_ci(mean_ci(rope_heads)),
                                fmt_ci(mean_ci(other))])
             agg[f"sweep/k={k}"] = {"accuracy": mean_ci(accs)}
@@ -278,9 +289,9 @@ def summarise(s: Settings, results: list[dict], prior: dict) -> tuple[str, dict]
         for t, ps in prior.items()]
     text = [
         "# Additive vs multiplicative PEs (arXiv 2505.13027)", "",
-        f"Configuration: {s.num_layers} layers, d {s.d_model}, {s.num_heads} heads, "
-        f"length {s.seq_len}, {s.steps or f'{s.epochs} epochs'} steps of batch {s.batch_size}, "
-        f"lr {s.learning_rate}, dropout {s.dropout}, kv_source {s.kv_source}, ALiBi slopes "
+        f"Configuration: {s.model.num_layers} layers, d {s.model.d_model}, {s.model.num_heads} heads, "
+        f"length {s.seq_len}, {s.steps or f'{s.epochs} epochs'} steps of batch {s.train.batch_size}, "
+        f"lr {s.train.learning_rate}, dropout {s.model.dropout}, kv_source {s.model.kv_source}, ALiBi slopes "
         f"{s.alibi_slopes}, fillers exclude triggers {s.exclude_triggers_from_fillers}. "
         "All settings are in results.json.", "",
         f"## Test accuracy (%): {CI_METHOD}", "",
@@ -311,7 +322,7 @@ def summarise(s: Settings, results: list[dict], prior: dict) -> tuple[str, dict]
     return "\n".join(text), jsonable(agg)
 
 
-def claims(s: Settings, agg: dict, results: list[dict], prior: dict) -> list[str]:
+def claims(s: AdditiveVsMultiplicativeConfig, agg: dict, results: list[dict], prior: dict) -> list[str]:
     """The claims of arXiv 2505.13027, each a per-seed statistic that is positive when the claim
     holds, with its threshold fixed in advance; the verdict is decided by its 95 % CI over
     seeds (pairs of data and init seed)."""
@@ -392,10 +403,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     jobs = [("distance", pe, pe, pe_options(s, pe)) for pe in s.pes]
     jobs += [("count", pe, pe, pe_options(s, pe)) for pe in s.count_pes]
     for k in s.sweep_k:   # k = 0 is NoPE and k = H is full RoPE: reuse those cells
-        k = min(k, s.num_heads)
+        k = min(k, s.model.num_heads)
         if k == 0 and "none" in s.pes:
             jobs.append(("distance", f"rope_k{k}", "none", pe_options(s, "none")))
-        elif k == s.num_heads and "rope" in s.pes:
+        elif k == s.model.num_heads and "rope" in s.pes:
             jobs.append(("distance", f"rope_k{k}", "rope", pe_options(s, "rope")))
         else:
             jobs.append(("distance", f"rope_k{k}", "rope", pe_options(s, "rope", k)))
@@ -409,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             prior.setdefault(task, []).append(baselines)
         key = {"task": task, "pe": pe, "pe_options": opts, "data_seed": ds, "init_seed": is_}
         run_dir = (os.path.join(args.out, "runs", f"{task}_{row}_d{ds}_i{is_}")
-                   if s.checkpoint_every else None)
+                   if s.train.checkpoint_every else None)
         value = store.compute(key, lambda: run_cell(s, task, pe, opts, ds, is_,
                                                     data_cache[(task, ds)], run_dir,
                                                     progress=not args.quick))
@@ -425,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             plot_drops(os.path.join(args.out, f"ablation_{task}.png"), maps,
                      f"{task}: Δ accuracy per ablated head (mean over seeds)")
     sweep = {f"k={k}": np.mean([r["value"]["deposit"]["drops"] for r in results
-                                if r["row"] == f"rope_k{min(k, s.num_heads)}"], 0)
+                                if r["row"] == f"rope_k{min(k, s.model.num_heads)}"], 0)
              for k in s.sweep_k}
     if sweep:
         plot_drops(os.path.join(args.out, "ablation_sweep.png"), sweep,

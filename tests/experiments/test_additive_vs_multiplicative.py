@@ -11,7 +11,8 @@ from experiments import additive_vs_multiplicative as exp  # noqa: E402
 
 TINY = ["--quick", "--set", "pes=rope", "--set", "count_pes=", "--set", "sweep_k=",
         "--set", "steps=2", "--set", "distance_samples=200", "--set", "attention_probe=false",
-        "--set", "num_layers=1", "--set", "d_model=16", "--set", "batch_size=16", "--seeds", "1"]
+        "--set", "model.num_layers=1", "--set", "model.d_model=16", "--set", "train.batch_size=16",
+        "--seeds", "1"]
 
 
 def test_tiny_run_writes_results_and_resumes(tmp_path, monkeypatch):
@@ -20,7 +21,8 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, monkeypatch):
     with open(os.path.join(out, "results.json")) as f:
         res = json.load(f)
     assert res["preset"] == "quick" and res["settings"]["steps"] == 2 and res["settings"]["pes"] == ["rope"]
-    assert res["settings"]["kv_source"] == "residual"
+    assert res["settings"]["model"]["kv_source"] == "residual"
+    assert res["settings"]["model"]["d_model"] == 16 and res["settings"]["train"]["batch_size"] == 16
     assert res["settings"]["alibi_slopes"] == "canonical"
     (cell,) = res["cells"]
     v = cell["value"]
@@ -43,6 +45,10 @@ def test_bad_overrides_are_one_line_errors(tmp_path):
         exp.main(["--quick", "--set", "steps=many", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="unknown PE"):
         exp.main(["--quick", "--set", "pes=rope,xyz", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match=r"did you mean model.kv_source\?"):
+        exp.main(["--quick", "--set", "kv_source=embeddings", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="train.seed is decided by the experiment"):
+        exp.main(["--quick", "--set", "train.seed=3", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="error: "):
         from experiments.common import run_cli
         run_cli(exp.main, ["--quick", "--set", "seed_grid=diagonal", "--out", str(tmp_path)])

@@ -18,7 +18,7 @@ import pytest
 from flax import nnx
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-CONFIGS = [("additive_vs_multiplicative", "Settings"), ("finetune_pe", "FinetuneConfig"),
+CONFIGS = [("additive_vs_multiplicative", "AdditiveVsMultiplicativeConfig"), ("finetune_pe", "FinetuneConfig"),
            ("init_sweep", "InitSweepConfig"), ("length_generalization", "LengthGeneralizationConfig"),
            ("network_simulation", "NetworkSimulationConfig"), ("stress_table", "StressConfig")]
 
