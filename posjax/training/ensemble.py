@@ -32,10 +32,10 @@ import numpy as np
 from flax import nnx
 
 from posjax._json import jsonable
-from posjax.input_checks import collect, first_error, rows_valid, stack_rows
+from posjax.input_checks import first_error, rows_valid
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule
 from posjax.training.driver import check_resume_mode, drive, open_run
-from posjax.training.loop import InvalidBatch, LossFn
+from posjax.training.loop import InvalidBatch, LossFn, member_step
 from posjax.training.run_dir import run_record
 from posjax.training.step_cache import BoundedCache, StructuralStep, program_key
 
@@ -186,18 +186,10 @@ def ensemble_step_function(graphdef, loss_fn: LossFn, config: TrainConfig,
 
     def member(params, rest, opt_state, alive, batch, step, key_data, lr, wd):
         key = jax.random.fold_in(jax.random.wrap_key_data(key_data), step)
-
-        def objective(p):
-            with collect() as rows:
-                loss, metrics = loss_fn(nnx.merge(graphdef, p, rest), batch, key)
-            return loss, (metrics, stack_rows(rows))
-
-        (loss, (metrics, checks)), grads = jax.value_and_grad(objective, has_aux=True)(params)
         tx = make_optimizer(_traced_config(config, lr, wd))
-        updates, new_opt = tx.update(grads, opt_state, params)
-        new_params = jax.tree.map(lambda p, u: p + u, params, updates)
-        gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
-        ok = alive & jnp.isfinite(loss) & jnp.isfinite(gnorm)
+        new_params, new_opt, loss, metrics, finite, checks = member_step(
+            graphdef, loss_fn, tx, params, rest, opt_state, batch, key)
+        ok = alive & finite
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
         return keep(new_params, params), keep(new_opt, opt_state), ok, loss, metrics, checks
 
