@@ -26,3 +26,11 @@ def random_qk(seed: int, b: int, t: int, h: int, d: int) -> tuple[np.ndarray, np
     """Float64 random queries and keys ``[b, t, h, d]``."""
     rng = np.random.default_rng(seed)
     return rng.standard_normal((b, t, h, d)), rng.standard_normal((b, t, h, d))
+
+
+def np_layernorm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """LayerNorm over the last axis (Ba et al., arXiv 1607.06450, Eq. (4)), float64."""
+    x = np.asarray(x, np.float64)
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * scale + bias

@@ -32,7 +32,7 @@ def test_non_power_of_two_slopes(h):
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_bias_is_minus_slope_times_distance(causal):
-    """Eq. (1) of arXiv 2108.12409: softmax(q_i K^T + m [-(i-1), ..., -1, 0]); the encoder form
+    """arXiv 2108.12409, Sec. 3: softmax(q_i K^T + m [-(i-1), ..., -1, 0]); the encoder form
     uses |i - j|."""
     pe = make("alibi", d_model=12, num_heads=6, causal=causal)
     i, j = np.array([0, 3, 7, 12]), np.array([0, 2, 5, 13, 15])

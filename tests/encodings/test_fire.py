@@ -6,7 +6,7 @@ from _pe_checks import make
 
 
 def numpy_fire(i, j, *, c, threshold, w1, b1, w2, b2, eps=1e-6):
-    """arXiv 2310.04418, Sec. 3 (Eq. (3)-(4)): b(i, j) = f_theta(psi(i - j) / psi(max(L, i))),
+    """arXiv 2310.04418, Sec. 3 (the FIRE bias with progressive interpolation): b(i, j) = f_theta(psi(i - j) / psi(max(L, i))),
     psi(x) = log(c x + 1), f_theta a 1 -> hidden (ReLU) -> H MLP; distance max(i - j, 0)."""
     psi = lambda x: np.log(c * x + 1.0)
     out = np.zeros((w2.shape[1], len(i), len(j)))

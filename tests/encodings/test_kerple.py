@@ -7,7 +7,7 @@ from _pe_checks import make
 
 
 def numpy_kerple(r1, r2, i, j, variant, causal=True):
-    """arXiv 2205.09921, Sec. 3.2 (Eq. (4)-(5)): log variant -r1 log(1 + r2 |m - n|), power
+    """arXiv 2205.09921, Sec. 3 (the logarithmic and power kernels): log variant -r1 log(1 + r2 |m - n|), power
     variant -r1 |m - n|^r2 (0 < r2 <= 2); r1, r2 clamped below at 0.01 (and r2 <= 2), the
     distance max(i - j, 0) in a decoder."""
     r1 = np.maximum(r1, 0.01)

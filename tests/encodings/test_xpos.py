@@ -8,7 +8,7 @@ from _pe_checks import make
 
 
 def numpy_xpos(x, pos, *, sign, gamma=0.4, scale_base=512.0, offset=0.0, base=10000.0):
-    """arXiv 2212.10554, Sec. 3.2-3.3 (Eq. (8)-(10)): RoPE rotation of pair k by n theta_k,
+    """arXiv 2212.10554, Sec. 3 (the xPos rotation): RoPE rotation of pair k by n theta_k,
     theta_k = base^(-2k/d), times zeta_k^(sign (n - offset) / B), zeta_k = (2k/d + gamma)/(1 + gamma)
     (queries sign +1, keys -1); half-split pairs as posjax's default RoPE."""
     d = x.shape[-1]
@@ -35,7 +35,7 @@ def test_rotate_matches_the_paper_formula():
 
 
 def test_logits_decay_as_zeta_power_of_the_distance():
-    """<q'_n, k'_m> of one pair = zeta_k^((n - m)/B) * RoPE logit (arXiv 2212.10554, Eq. (10))."""
+    """<q'_n, k'_m> of one pair = zeta_k^((n - m)/B) * RoPE logit (arXiv 2212.10554, Sec. 3)."""
     pe = make("xpos", d_model=4, num_heads=2, max_len=16, scale_base=4.0)  # head_dim 2: one pair
     q = jnp.ones((1, 1, 2, 2))
     n, m = jnp.array([[7]]), jnp.array([[3]])
