@@ -59,9 +59,9 @@ __all__ += [
 ]
 
 # The MDS encoding of arXiv 2604.05217.
-from posjax.encodings.mds import MDSEncoding, MDSOptions, MDSPEOptions, RegisteredMDS
+from posjax.encodings.mds import MDSEncoding, MDSOptions
 
-__all__ += ["MDSEncoding", "MDSOptions", "MDSPEOptions", "RegisteredMDS", "MLA", "RoPEPlusAbs", "Rope2DAxial", "RandomFixed", "Sinusoidal2D"]
+__all__ += ["MDSEncoding", "MDSOptions", "MLA", "RoPEPlusAbs", "Rope2DAxial", "RandomFixed", "Sinusoidal2D"]
 
 # LongRoPE (arXiv 2402.13753) and YaRN's index ramp.
 from posjax.encodings.rope_scaling import (LongRoPE, RoPEProportional, index_ramp_frequencies,
