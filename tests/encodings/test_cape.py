@@ -3,9 +3,15 @@ training mode the sinusoid of lambda (x + Delta + eps), both against NumPy."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
+import posjax.encodings as pe_lib
+from posjax.encodings import cape_positions, sinusoidal_at
+
 from _pe_checks import make
+
+POS = jnp.arange(7)
 
 
 def numpy_sinusoid(pos, d, base=10000.0):
@@ -42,3 +48,33 @@ def test_training_mode_encodes_augmented_positions_within_the_paper_ranges():
         resid = row[None] / lams[:, None] - pos[None]           # [lambdas, T] = Delta + eps_i
         fits = (np.ptp(resid, axis=1) <= 2 * 0.5 + 1e-3) & (np.abs(resid).max(axis=1) <= 3.5 + 1e-3)
         assert fits.any()
+
+
+def test_cape_eval_mode_is_plain_sinusoidal():
+    cape = pe_lib.make("cape", d_model=8)
+    sin = pe_lib.make("sinusoidal", d_model=8)
+    x = jax.random.normal(jax.random.key(0), (2, 7, 8))
+    np.testing.assert_array_equal(np.asarray(cape.embed(x, POS[None])), np.asarray(sin.embed(x, POS[None])))
+
+
+def test_cape_training_augmentation_is_seeded_and_bounded():
+    cape = pe_lib.make("cape", d_model=8)
+    x = jnp.zeros((3, 7, 8))
+    a = cape.embed(x, POS[None], deterministic=False, rngs=nnx.Rngs(dropout=1))
+    b = cape.embed(x, POS[None], deterministic=False, rngs=nnx.Rngs(dropout=1))
+    c = cape.embed(x, POS[None], deterministic=False, rngs=nnx.Rngs(dropout=2))
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert float(jnp.abs(a - c).max()) > 1e-3
+    pos = np.asarray(cape_positions(jax.random.key(3), POS[None].astype(jnp.float32), 500,
+                                    max_global_shift=5.0, max_local_shift=1.0,
+                                    max_global_scaling=1.03))
+    dev = pos - np.arange(7)
+    assert np.abs(dev).max() <= 1.03 * (6 + 5 + 1) - 6 + 1e-4
+    assert np.abs(dev).max() > 4.0  # the global shift is really applied
+    with pytest.raises(ValueError, match="rngs"):
+        cape.embed(x, POS[None], deterministic=False)
+
+
+def test_sinusoidal_reference_used_by_cape():
+    np.testing.assert_allclose(np.asarray(sinusoidal_at(jnp.array([1.0]), 4))[0],
+                               [0.841471, 0.540302, 0.010000, 0.999950], atol=1e-6)

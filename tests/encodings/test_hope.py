@@ -4,6 +4,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from posjax.encodings import hope_frequencies, rope_frequencies
+
 from _np_refs import np_rotate, random_qk
 from _pe_checks import make
 
@@ -30,3 +32,17 @@ def test_rotate_matches_the_truncated_rope(opts):
     ang = pos[..., None, None] * theta
     np.testing.assert_allclose(np.asarray(qr), np_rotate(q, ang, interleaved=False), atol=2e-5)
     np.testing.assert_allclose(np.asarray(kr), np_rotate(k, ang, interleaved=False), atol=2e-5)
+
+
+def test_hope_zeroes_low_frequencies():
+    theta = np.asarray(rope_frequencies(16, 10000.0))
+    by_wavelength = np.asarray(hope_frequencies(16, train_length=64))
+    keep = 2 * np.pi / theta <= 64
+    assert keep.any() and (~keep).any()
+    np.testing.assert_array_equal(by_wavelength[keep], theta[keep])
+    assert np.all(by_wavelength[~keep] == 0)
+    by_pairs = np.asarray(hope_frequencies(16, rotated_pairs=3))
+    np.testing.assert_array_equal(by_pairs[:3], theta[:3])
+    assert np.all(by_pairs[3:] == 0)
+    with pytest.raises(ValueError):
+        hope_frequencies(16)

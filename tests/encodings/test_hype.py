@@ -1,11 +1,18 @@
 """HyPE (Angelotti, arXiv 2310.19676): the bias -tau sinh(mu (j - i)) against NumPy, its q/k
 augmentation, and the ALiBi-like initialisation."""
+import math
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from posjax.encodings import hype_augment
 from _np_refs import random_qk
 from _pe_checks import make
+import posjax.encodings as pe_lib
+from posjax.encodings import alibi_slopes, hype_bias
+
+POS = jnp.arange(6)
 
 
 def numpy_hype(tau, mu, i, j):
@@ -33,3 +40,26 @@ def test_augmented_dot_product_adds_the_bias():
     got = np.einsum("bqhd,bkhd->hqk", np.asarray(qa, np.float64), np.asarray(ka, np.float64)) / 2.0
     want = np.einsum("bqhd,bkhd->hqk", q, k) / 2.0 + numpy_hype(tau, mu, pos[0], pos[0])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_hype_augmentation_equals_the_materialised_bias():
+    tau, mu = jnp.array([0.7, 2.0]), jnp.array([-0.05, 0.03])
+    d_h = 8
+    q = jax.random.normal(jax.random.key(0), (1, 6, 2, d_h))
+    k = jax.random.normal(jax.random.key(1), (1, 6, 2, d_h))
+    qa, ka = hype_augment(q, k, POS[None], POS[None], tau, mu, center=3.0)
+    aug = jnp.einsum("bqhd,bkhd->bhqk", qa, ka) / math.sqrt(d_h)
+    plain = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d_h)
+    np.testing.assert_allclose(np.asarray(aug - plain), np.asarray(hype_bias(tau, mu, POS, POS))[None],
+                               atol=1e-5)
+
+
+def test_hype_starts_alibi_like():
+    hype = pe_lib.make("hype", num_heads=4, causal=True)
+    alibi = pe_lib.make("alibi", num_heads=4, causal=True)
+    b, a = np.asarray(hype.bias(POS, POS)), np.asarray(alibi.bias(POS, POS))
+    past = np.tril(np.ones((6, 6), bool))
+    np.testing.assert_allclose(b[:, past], a[:, past], rtol=2e-3, atol=1e-6)  # sinh(x) ~ x
+    assert np.all(np.abs(b[:, past]) >= np.abs(a[:, past]) - 1e-6)           # sinh(x) >= x
+    np.testing.assert_allclose(np.asarray(hype.tau[...] * -hype.mu[...]), np.asarray(alibi_slopes(4)),
+                               rtol=1e-6)

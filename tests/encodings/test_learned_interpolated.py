@@ -2,6 +2,10 @@
 arXiv 1810.04805): NumPy linear resampling of the table."""
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+
+import posjax.encodings as pe_lib
+from posjax.encodings import interpolate_rows
 
 from _pe_checks import make
 
@@ -26,3 +30,18 @@ def test_clamp_repeats_the_last_row():
     table = np.asarray(pe.embedding[...], np.float64)
     got = np.asarray(pe.embed(jnp.zeros((1, 9, 4)), jnp.arange(9)[None]))[0]
     np.testing.assert_allclose(got, table[np.minimum(np.arange(9), 4)], atol=1e-7)
+
+
+def test_learned_interpolated_equals_learned_inside_and_stretches_beyond():
+    li = pe_lib.make("learned_interpolated", d_model=4, max_len=5, rngs=nnx.Rngs(0))
+    le = pe_lib.make("learned", d_model=4, max_len=5, rngs=nnx.Rngs(0))
+    np.testing.assert_array_equal(np.asarray(li.table(jnp.arange(5))), np.asarray(le.table(jnp.arange(5))))
+    table = np.asarray(li.embedding[...])
+    long = np.asarray(li.table(jnp.arange(9)))  # L_new = 9: index p * 4 / 8
+    np.testing.assert_allclose(long[0], table[0], atol=1e-7)
+    np.testing.assert_allclose(long[8], table[4], atol=1e-7)
+    np.testing.assert_allclose(long[3], 0.5 * (table[1] + table[2]), atol=1e-7)
+    np.testing.assert_allclose(np.asarray(interpolate_rows(jnp.asarray(table), jnp.array([2.25]))),
+                               [0.75 * table[2] + 0.25 * table[3]], atol=1e-7)
+    clamp = pe_lib.make("learned_interpolated", d_model=4, max_len=5, beyond="clamp", rngs=nnx.Rngs(0))
+    np.testing.assert_allclose(np.asarray(clamp.table(jnp.array([7]))), table[4:5])

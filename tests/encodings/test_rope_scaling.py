@@ -3,9 +3,13 @@ NTK-aware and dynamic NTK, YaRN's two ramps, Llama 3.1, proportional): each rota
 NumPy transcription of its frequency formula (LongRoPE: tests/encodings/test_longrope.py)."""
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+import posjax.encodings as pe_lib
+from posjax.encodings import ntk_base, ramp_frequencies, rope_frequencies
 
 from _np_refs import np_rotate, random_qk
 from _pe_checks import make
@@ -98,3 +102,66 @@ def test_dynamic_ntk_uses_the_current_length():
                           jnp.asarray(pos), jnp.asarray(pos))
         want = np_rotate(q, pos[..., None, None] * ntk_theta(s_eff), interleaved=False)
         np.testing.assert_allclose(np.asarray(qr), want, atol=3e-5)
+
+
+@pytest.mark.parametrize("variant", ["rope_yarn", "rope_llama3"])
+def test_ramp_scalings_keep_high_divide_low_and_are_monotone(variant):
+    s = 8.0
+    pe = pe_lib.make(variant, head_dim=128, num_heads=1, factor=s, original_max_len=2048,
+                     base=10000.0)
+    theta = np.asarray(rope_frequencies(128, 10000.0), np.float64)
+    new = np.asarray(pe.frequencies(), np.float64)
+    np.testing.assert_allclose(new[:2], theta[:2], rtol=1e-6)      # highest frequencies kept
+    np.testing.assert_allclose(new[-2:], theta[-2:] / s, rtol=1e-6)  # lowest divided by s
+    ratio = new / theta
+    assert np.all(np.diff(new) < 0)            # still strictly decreasing frequencies
+    assert np.all(np.diff(ratio) <= 1e-7)      # the scaling moves monotonically from 1 to 1/s
+    middle = (ratio < 1 - 1e-6) & (ratio > 1 / s + 1e-6)
+    assert middle.any()                        # a real interpolation band exists
+
+
+def test_ramp_boundaries_follow_the_formula():
+    theta = jnp.asarray([1.0, 2 * math.pi * 4 / 1000, 2 * math.pi * 2 / 1000, 2 * math.pi * 0.5 / 1000])
+    new = np.asarray(ramp_frequencies(theta, 4.0, 1000.0, 1.0, 4.0))  # L/lambda = ., 4, 2, 0.5
+    g = np.array([1.0, 1.0, 1.0 / 3.0, 0.0])
+    np.testing.assert_allclose(new, (1 - g) * np.asarray(theta) / 4 + g * np.asarray(theta), rtol=1e-6)
+
+
+def test_yarn_scales_logits_by_the_square_of_its_factor():
+    s = 4.0
+    yarn = pe_lib.make("rope_yarn", head_dim=8, num_heads=1, factor=s, original_max_len=16)
+    q = jnp.ones((1, 1, 1, 8))
+    pos = jnp.zeros((1, 1), jnp.int32)
+    qy, ky = yarn.rotate(q, q, pos, pos)
+    np.testing.assert_allclose(float(jnp.sum(qy * ky)), 8 * (0.1 * math.log(s) + 1) ** 2, rtol=1e-6)
+
+
+def test_linear_scaling_is_rope_at_divided_positions():
+    lin = pe_lib.make("rope_linear", head_dim=8, num_heads=1, factor=4.0)
+    rope = pe_lib.make("rope", head_dim=8, num_heads=1)
+    x = jax.random.normal(jax.random.key(0), (1, 6, 1, 8))
+    pos = jnp.arange(0, 24, 4)[None]
+    a, _ = lin.rotate(x, x, pos, pos)
+    b, _ = rope.rotate(x, x, pos // 4, pos // 4)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+
+
+def test_ntk_base_and_dynamic_scaling():
+    assert ntk_base(10000.0, 4.0, 8) == pytest.approx(10000.0 * 4.0 ** (8 / 6))
+    ntk = pe_lib.make("rope_ntk", head_dim=8, num_heads=1, factor=4.0)
+    np.testing.assert_allclose(np.asarray(ntk.frequencies()),
+                               np.asarray(rope_frequencies(8, 10000.0 * 4.0 ** (8 / 6))), rtol=1e-5)
+    dyn = pe_lib.make("rope_ntk", head_dim=8, num_heads=1, factor=4.0, dynamic=True,
+                      original_max_len=16)
+    rope = pe_lib.make("rope", head_dim=8, num_heads=1)
+    x = jax.random.normal(jax.random.key(1), (1, 16, 1, 8))
+    pos = jnp.arange(16)[None]
+    # within the original length the dynamic form is plain RoPE
+    np.testing.assert_allclose(np.asarray(dyn.rotate(x, x, pos, pos)[0]),
+                               np.asarray(rope.rotate(x, x, pos, pos)[0]), atol=1e-6)
+
+
+def test_llama3_defaults_match_the_release():
+    o = pe_lib.make("rope_llama3", head_dim=128, num_heads=1).options
+    assert (o.base, o.factor, o.low_freq_factor, o.high_freq_factor, o.original_max_len) == \
+        (500000.0, 8.0, 1.0, 4.0, 8192)
