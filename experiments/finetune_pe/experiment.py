@@ -31,8 +31,8 @@ the optimiser's dotted: ``train.steps=3``):
   (bfloat16, max_len 64, 500 steps of batch 32 per run).
 * ``paper``: 3 epochs of SST-2 (or IMDB with max_len 512) at batch 32, learning rate 2e-5.
 
-Offline machines: ``--pretrained`` (alias ``--model``) takes a local checkpoint directory (config.json, model.safetensors,
-vocab.txt or tokenizer.json) and ``--data-dir`` a directory of ``train``/``validation`` files (see
+Offline machines: ``--pretrained`` (alias ``--model``) takes a local checkpoint directory
+(config.json, model.safetensors, vocab.txt or tokenizer.json) and ``--data-dir`` a directory of ``train``/``validation`` files (see
 README, "pretrained checkpoints").
 """
 from __future__ import annotations
