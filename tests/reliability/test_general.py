@@ -18,7 +18,7 @@ import pytest
 from flax import nnx
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-CONFIGS = [("additive_vs_multiplicative", "Settings"), ("finetune_pe", "FinetuneConfig"),
+CONFIGS = [("additive_vs_multiplicative", "Settings"), ("finetune_pe", "FinetunePEConfig"),
            ("init_sweep", "SweepConfig"), ("length_generalization", "LGConfig"),
            ("network_simulation", "NetConfig"), ("stress_table", "StressConfig")]
 
