@@ -9,7 +9,9 @@ from posjax.geometry.stress_targets import has_gram_factorisation
 #: The PEs of the accuracy table: one encoder classifier trained per PE and seed.
 TRAINED_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "mds")
 
-DATASETS = ("synthetic", "sst2", "imdb", "text")
+DATASETS = ("synthetic", "sst2", "imdb", "text", "stdlib")
+#: The fixed encodings of the stress table ("t5": the registry T5 bias at initialisation).
+FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
 # encodings, or changing the checkpoint interval, keeps the finished cells.
 _NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodings",
@@ -112,6 +114,14 @@ class StressConfig:
     pretrained_layernorm: bool = False
     tokenizer: str | None = None
     text_column: str | None = None
+    # real text without downloads: dataset "stdlib" (docstrings of the standard library, or of
+    # the installed package `package`, e.g. numpy); `stream`: the geometry corpus is one
+    # contiguous token stream cut into windows of n tokens (text and stdlib); `require_n`: fail
+    # when fewer than num_positions positions are analysed
+    package: str | None = None
+    stream: bool = False
+    require_n: bool = False
+    fixed_encodings: tuple[str, ...] = FIXED_ENCODINGS
 
     def __post_init__(self):
         if self.dataset not in DATASETS:
@@ -119,6 +129,12 @@ class StressConfig:
                              f"{', '.join(DATASETS)}")
         if self.dataset == "synthetic" and (self.data_dir or self.vocab_file):
             raise ValueError("--data-dir and --vocab-file apply to sst2 and imdb only")
+        bad = sorted(set(self.fixed_encodings) - set(FIXED_ENCODINGS + ("t5",)))
+        if bad:
+            raise ValueError(f"unknown fixed_encodings {bad}; choose from "
+                             f"{', '.join(FIXED_ENCODINGS + ('t5',))}")
+        if self.package and self.dataset != "stdlib":
+            raise ValueError("package applies to --dataset stdlib only")
         if self.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
         bad = sorted(set(self.encodings) - set(TRAINED_ENCODINGS))
@@ -181,7 +197,18 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
                             test_examples=300, tokenizer_vocab=3000, seeds=3, d_model=32,
                             num_layers=2, num_heads=2, d_ff=64, pooling="cls", steps=100,
                             learning_rate=1e-3, batch_size=32, sens_repeats=1),
+    # docstrings of the standard library (or --set package=numpy) as contiguous windows of n
+    # tokens; unlabelled (no accuracy table); with --pretrained the checkpoint's table raw and
+    # after its embedding LayerNorm
+    ("stdlib", "quick"): dict(num_positions=128, max_len=128, stream=True, require_n=True,
+                              fixed_encodings=FIXED_ENCODINGS + ("t5",),
+                              pretrained_layernorm=True, tokenizer_vocab=8000, seeds=1,
+                              d_model=384,  # MiniLM's width: the r(n + d) row at its d
+                              sens_samples=(None,), sens_repeats=1),
 }
+PRESETS[("stdlib", "paper")] = {**PRESETS[("stdlib", "quick")], "num_positions": 512,
+                                "max_len": 512}
+PRESETS[("stdlib", "gpu")] = PRESETS[("stdlib", "paper")]
 for _d in ("sst2", "imdb"):  # the paper-scale text runs fit one H200 as they are
     PRESETS[(_d, "gpu")] = PRESETS[(_d, "paper")]
 
