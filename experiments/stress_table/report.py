@@ -443,7 +443,7 @@ def real_text_markdown(runs: dict[str, dict[str, Any]]) -> str:
     spec = lambda r, v: r["spectrum"][v]  # noqa: E731
     body += [
         ["n analysed (requested)"] + per_run(lambda r, v: f"{info(r)['n']} ({info(r)['requested_n']})"),
-        ["windows × samples/position"] + per_run(
+        ["windows (samples per position)"] + per_run(
             lambda r, v: f"{r['data']['geometry_corpus']['windows']}"),
         ["effective rank of B"] + per_run(lambda r, v: _fmt(spec(r, v)["erank"])),
         ["r_ε (ε = 1e-3)"] + per_run(lambda r, v: str(spec(r, v)["r_eps"]["0.001"])),
