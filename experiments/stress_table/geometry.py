@@ -142,7 +142,7 @@ def param_rows(n: int, cfg: StressConfig, r_low: int, r_alt: int) -> dict[str, d
     params = {}
     for label, d, r, eps in (("paper_d", cfg.sinusoidal_dim, r_low, cfg.eps),
                              ("paper_d_alt", cfg.sinusoidal_dim, r_alt, cfg.eps_alt),
-                             ("model_d", cfg.d_model, r_low, cfg.eps)):
+                             ("model_d", cfg.model.d_model, r_low, cfg.eps)):
         dense, fact = geo.param_count(n, d, r)
         params[label] = {"n": n, "d": d, "r": r, "eps": eps, "nd": dense, "r(n+d)": fact,
                          "saving": 1.0 - fact / dense,

@@ -364,8 +364,9 @@ def report_markdown(res: dict, cfg: StressConfig, stress: dict, summaries: dict,
         "",
         (f"Task: {res['data']['task']['definition']} (shift {res['data']['task']['shift']})."
          if cfg.dataset == "synthetic" else f"Evaluation split: {res['data'].get('eval_split')}."),
-        f"Model: {cfg.num_layers} layers, d = {cfg.d_model}, {cfg.num_heads} heads, pooling "
-        f"`{cfg.pooling}`, {cfg.steps} AdamW steps, batch {cfg.batch_size}. The MDS PE is rank "
+        f"Model: {cfg.model.num_layers} layers, d = {cfg.model.d_model}, {cfg.model.num_heads} "
+        f"heads, pooling `{cfg.pooling}`, {cfg.train.steps} {cfg.train.optimizer} steps, batch "
+        f"{cfg.train.batch_size}. The MDS PE is rank "
         f"r_ε from the {VARIANT_LABELS[cfg.mds_variant]} D, factors A Wᵀ trainable "
         f"(`{cfg.mds_trainable}`).",
         "",

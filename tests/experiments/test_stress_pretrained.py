@@ -11,8 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `
 from experiments import stress_table as st
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "a", "mat", "log", "good", "bad", "very"]
-TINY = dict(num_positions=10, max_len=10, train_examples=40, test_examples=20, batch_size=8,
-            steps=2, d_model=8, num_heads=2, num_layers=1, d_ff=16, seeds=1,
+TINY = dict(num_positions=10, max_len=10, train_examples=40, test_examples=20, seeds=1,
+            model=dict(d_model=8, num_heads=2, num_layers=1, d_ff=16),
+            train=dict(batch_size=8, steps=2),
             encodings=("learned",), sens_positions=8, sens_vocab=20, sens_samples=(None,),
             sens_repeats=1, smacof_max_iter=10)
 
