@@ -182,7 +182,8 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = experiment_parser("Stress of positional encodings vs the Hellinger geometry of positional "
                           "statistics (arXiv 2604.05217)", default_out="runs/stress_table")
-    p.add_argument("--dataset", default="synthetic", help="synthetic, sst2 or imdb")
+    p.add_argument("--dataset", default="synthetic",
+                   help="synthetic, sst2, imdb, text (--data-dir) or stdlib (docstrings)")
     p.add_argument("--data-dir", default=None,
                    help="local <split>.parquet|csv|jsonl files "
                         "(default: $POSJAX_DATA_DIR, else the hub)")
