@@ -131,9 +131,9 @@ def write_outputs(out: str, cfg, seeds: int, cells: dict, summary: dict,
                if cfg.rope_scaling_mode == "test_time" else "trained with their scaling")
     report = f"""# Length generalisation ({cfg.seeds} seeds)
 
-Decoder-only causal pre-LN Transformers ({cfg.num_layers} layers, d={cfg.d_model},
-{cfg.num_heads} heads, d_ff={cfg.d_ff}) trained on instance lengths 1..{L} of
-{', '.join(cfg.tasks)} ({cfg.steps} AdamW steps, batch {cfg.batch_size}, lr {cfg.learning_rate},
+Decoder-only causal pre-LN Transformers ({cfg.model.num_layers} layers, d={cfg.model.d_model},
+{cfg.model.num_heads} heads, d_ff={cfg.model.d_ff}) trained on instance lengths 1..{L} of
+{', '.join(cfg.tasks)} ({cfg.train.steps} AdamW steps, batch {cfg.train.batch_size}, lr {cfg.train.learning_rate},
 {cfg.n_train} training instances), tested on lengths 1..{cfg.test_factor * L}
 ({cfg.per_length} instances per length), {seeds} seed(s). Metric: exact match of the
 whole target (greedy decoding; computed as teacher-forced argmax, which is identical; greedy

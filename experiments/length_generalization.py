@@ -7,9 +7,10 @@ Length Generalization in Transformers", arXiv 2305.19466): decoder-only, causal,
 ``<eos>`` only) and tested by exact match of the whole target for l in [1, 4L].
 
     python -m experiments.length_generalization [--preset quick|gpu|paper] [--seeds N] [--out DIR]
-        [--set key=value ...]    (e.g. --set tasks=copy,reverse pes=none,rope,alibi steps=2000;
-                                  a ~107M model: --set num_layers=12 d_model=768 num_heads=12
-                                  d_ff=3072)
+        [--set key=value ...]    (e.g. --set tasks=copy,reverse pes=none,rope,alibi train.steps=2000;
+                                  a ~107M model: --set model.num_layers=12 model.d_model=768
+                                  model.num_heads=12 model.d_ff=3072; a per-layer schedule:
+                                  --set model.layer_types=sliding,full model.sliding_window=8)
 
 The seeds of one (task, PE) train together as one ensemble (:func:`posjax.training.train_ensemble`;
 each seed has its own training data, init and order). Writes ``DIR/results.json`` (every option,
@@ -54,6 +55,8 @@ from experiments._length_generalization_report import (REFERENCE_PES, ROPE_SCALI
 from experiments.common import (CellStore, described, experiment_parser, resolve_config, run_cli,
                                 versions, write_json)
 from posjax.data import algorithmic as alg
+from posjax.models import TransformerConfig
+from posjax.training import TrainConfig
 
 DEFAULT_OUT = "runs/length_generalization"
 # PEs of 2022-2025 (sandwich ... path): relative biases, rotations and contextual logits.
@@ -86,17 +89,43 @@ EXCLUDED_PES = {
 }
 
 
+def _model_template() -> TransformerConfig:
+    """The decoder of every cell (pre-LN, causal, GELU, no dropout); ``pe``/``pe_options``,
+    ``vocab_size`` and ``max_len`` are set per cell from the PE row and the task's widths."""
+    return TransformerConfig(num_layers=6, d_model=256, num_heads=8, d_ff=1024, pe="none",
+                             causal=True, pre_norm=True, dropout=0.0)
+
+
+# Library fields each cell decides (from its PE row, the task's widths, train.steps): --set of
+# another value is refused rather than ignored.
+DECIDED = {"model": ("pe", "pe_options", "vocab_size", "max_len"),
+           "train": ("log_every", "checkpoint_every")}
+
+
+def _train_template() -> TrainConfig:
+    """AdamW + cosine; ``log_every`` / ``checkpoint_every`` are derived from ``steps``."""
+    return TrainConfig(steps=20_000, batch_size=64, optimizer="adamw", learning_rate=3e-4,
+                       weight_decay=0.0, schedule="cosine", warmup_steps=1000, grad_clip=1.0,
+                       progress=True)
+
+
 @dataclasses.dataclass(frozen=True)
-class LGConfig:
+class LengthGeneralizationConfig:
     """Every setting of a run (recorded in results.json; interpretation choices included, docs/interpretations.md).
 
-    Attributes:
+    Library configs (set dotted: ``--set model.d_model=64 train.learning_rate=3e-3``):
+      model: the decoder (:class:`posjax.models.TransformerConfig`); a per-layer schedule is set
+        through it (``model.layer_types=sliding,full model.sliding_window=8``, issue 28); the
+        experiment replaces ``pe``/``pe_options`` (the PE row), ``vocab_size`` and ``max_len``
+        (the test width) per cell.
+      train: the optimiser and schedule (:class:`posjax.training.TrainConfig`); ``log_every`` and
+        ``checkpoint_every`` are derived from ``train.steps`` (10 and 4 per run).
+
+    The experiment's own fields (set flat: ``--set pes=none,rope``):
       tasks, pes: what to run.
       train_max_length: L (instances of length 1..L in training).
       test_factor: test lengths 1..test_factor * L.
       n_train: training instances per (task, seed); per_length: test instances per length.
-      steps, batch_size, learning_rate, warmup_steps, weight_decay, grad_clip: AdamW + cosine.
-      num_layers, d_model, num_heads, d_ff: the decoder (pre-LN, causal, GELU).
       eval_batch: sequences per evaluation forward pass.
       greedy_check_per_length: instances per test length decoded greedily to cross-check the
         teacher-forced exact match; ``greedy_check_pes`` limits the check to some PEs (None: all).
@@ -121,16 +150,6 @@ class LGConfig:
     test_factor: int = 4
     n_train: int = 100_000
     per_length: int = 1000
-    steps: int = 20_000
-    batch_size: int = 64
-    learning_rate: float = 3e-4
-    warmup_steps: int = 1000
-    weight_decay: float = 0.0
-    grad_clip: float | None = 1.0
-    num_layers: int = 6
-    d_model: int = 256
-    num_heads: int = 8
-    d_ff: int = 1024
     eval_batch: int = 256
     greedy_check_per_length: int = 2
     greedy_check_pes: tuple[str, ...] | None = None
@@ -145,6 +164,8 @@ class LGConfig:
                                  "cross-check)", "the evaluation code")
     seeds: int = 3
     schedule_span: int = 8
+    model: TransformerConfig = dataclasses.field(default_factory=_model_template)
+    train: TrainConfig = dataclasses.field(default_factory=_train_template)
 
     def __post_init__(self):
         choices = {"unseen_rows": ("init",), "rope_scaling_mode": ("test_time", "train_and_test"),
@@ -154,8 +175,17 @@ class LGConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.train_max_length < 1 or self.test_factor < 1:
             raise ValueError("train_max_length and test_factor must be >= 1")
-        if self.seeds < 1 or self.steps < 1:
-            raise ValueError(f"seeds and steps must be >= 1, got {self.seeds}, {self.steps}")
+        if self.seeds < 1 or self.train.steps < 1:
+            raise ValueError(f"seeds and train.steps must be >= 1, got {self.seeds}, "
+                             f"{self.train.steps}")
+        if not self.model.causal:
+            raise ValueError("length_generalization trains decoders: model.causal must be true")
+        for part, template in (("model", _model_template()), ("train", _train_template())):
+            for name in DECIDED[part]:
+                if getattr(getattr(self, part), name) != getattr(template, name):
+                    raise ValueError(f"{part}.{name} is decided per cell by the experiment (PE "
+                                     f"row: pes=, widths: train_max_length / test_factor, "
+                                     f"logging: train.steps); it cannot be set")
         from posjax import encodings
 
         for t in self.tasks:
@@ -171,31 +201,35 @@ class LGConfig:
 
 
 QUICK = dict(tasks=("copy",), pes=QUICK_PES, train_max_length=8, n_train=4000, per_length=32,
-             steps=500, batch_size=64, learning_rate=3e-3, warmup_steps=50, num_layers=2,
-             d_model=64, num_heads=4, d_ff=128, eval_batch=512, greedy_check_per_length=1,
-             greedy_check_pes=("none", "rope", "alibi"), seeds=3)
+             eval_batch=512, greedy_check_per_length=1, greedy_check_pes=("none", "rope", "alibi"),
+             seeds=3,
+             model=dataclasses.replace(_model_template(), num_layers=2, d_model=64, num_heads=4,
+                                       d_ff=128),
+             train=dataclasses.replace(_train_template(), steps=500, batch_size=64,
+                                       learning_rate=3e-3, warmup_steps=50))
 PRESETS = {
-    "quick": LGConfig(**QUICK),
+    "quick": LengthGeneralizationConfig(**QUICK),
     # one H200 in <= 8 min: copy and reverse, the reference PEs, the paper-sized decoder
-    "gpu": LGConfig(tasks=("copy", "reverse"), pes=("none", "learned", "sinusoidal", "rope",
-                                                    "alibi", "t5"), steps=3000, seeds=3),
-    "paper": LGConfig(),
+    "gpu": LengthGeneralizationConfig(
+        tasks=("copy", "reverse"), pes=("none", "learned", "sinusoidal", "rope", "alibi", "t5"),
+        seeds=3, train=dataclasses.replace(_train_template(), steps=3000)),
+    "paper": LengthGeneralizationConfig(),
 }
 
 
 # --- widths, model, PE options ---------------------------------------------------------------
-def task_options(cfg: LGConfig) -> dict[str, Any]:
+def task_options(cfg: LengthGeneralizationConfig) -> dict[str, Any]:
     return {"digit_order": cfg.addition_digit_order, "scratchpad": cfg.parity_scratchpad}
 
 
-def widths(cfg: LGConfig, task: str) -> tuple[int, int]:
+def widths(cfg: LengthGeneralizationConfig, task: str) -> tuple[int, int]:
     """Padded sequence widths (train, test)."""
     sp = cfg.parity_scratchpad
     return (alg.sequence_length(task, cfg.train_max_length, scratchpad=sp),
             alg.sequence_length(task, cfg.test_factor * cfg.train_max_length, scratchpad=sp))
 
 
-def pe_options(pe: str, cfg: LGConfig, train_width: int, test_width: int) -> dict[str, Any]:
+def pe_options(pe: str, cfg: LengthGeneralizationConfig, train_width: int, test_width: int) -> dict[str, Any]:
     """The options each PE gets in this experiment (recorded per cell)."""
     factor = test_width / train_width
     if pe == "learned":
@@ -217,23 +251,20 @@ def pe_options(pe: str, cfg: LGConfig, train_width: int, test_width: int) -> dic
     return {}
 
 
-def model_config(cfg: LGConfig, pe: str, options: dict[str, Any], max_len: int):
-    from posjax.models import TransformerConfig
+def model_config(cfg: LengthGeneralizationConfig, pe: str, options: dict[str, Any], max_len: int
+                 ) -> TransformerConfig:
+    """``cfg.model`` with the cell's PE (or ``sched_*`` schedule), the task vocabulary and
+    ``max_len`` (the test width)."""
     from posjax.models.schedules import preset_config
 
+    base = dataclasses.replace(cfg.model, vocab_size=alg.vocab_size(), max_len=max_len)
     if pe in SCHEDULE_PES:
         fields = preset_config(SCHEDULE_PES[pe], span=cfg.schedule_span)
         fields.pop("causal")
-        if len(fields["layer_types"]) > cfg.num_layers:  # one layer per kind, in pattern order
-            fields["layer_types"] = tuple(dict.fromkeys(fields["layer_types"]))[:cfg.num_layers]
-        return TransformerConfig(vocab_size=alg.vocab_size(), num_layers=cfg.num_layers,
-                                 d_model=cfg.d_model, num_heads=cfg.num_heads, d_ff=cfg.d_ff,
-                                 max_len=max_len, pe="none", causal=True, pre_norm=True,
-                                 dropout=0.0, **fields)
-    return TransformerConfig(vocab_size=alg.vocab_size(), num_layers=cfg.num_layers,
-                             d_model=cfg.d_model, num_heads=cfg.num_heads, d_ff=cfg.d_ff,
-                             max_len=max_len, pe=pe, pe_options=options, causal=True,
-                             pre_norm=True, dropout=0.0)
+        if len(fields["layer_types"]) > base.num_layers:  # one layer per kind, in pattern order
+            fields["layer_types"] = tuple(dict.fromkeys(fields["layer_types"]))[:base.num_layers]
+        return dataclasses.replace(base, pe="none", pe_options={}, **fields)
+    return dataclasses.replace(base, pe=pe, pe_options=options)
 
 
 # --- decoding (cross-check of the teacher-forced exact match) ----------------------------------
@@ -273,16 +304,16 @@ def greedy_exact(model, tokens: np.ndarray, prefix_len: np.ndarray, target_len: 
 
 
 # --- one cell ---------------------------------------------------------------------------------
-def _seeds(task: str, seed: int, cfg: LGConfig) -> dict[str, int]:
+def _seeds(task: str, seed: int, cfg: LengthGeneralizationConfig) -> dict[str, int]:
     t = cfg.tasks.index(task) if task in cfg.tasks else alg.TASKS.index(task)
     return {"data_seed": 1000 * seed + t, "test_seed": 500_000 + 1000 * seed + t,
             "init_seed": seed, "shuffle_seed": seed}
 
 
-def train_models(task: str, pe: str, cfg: LGConfig, out_dir: str) -> list[tuple[Any, dict]]:
+def train_models(task: str, pe: str, cfg: LengthGeneralizationConfig, out_dir: str) -> list[tuple[Any, dict]]:
     """Train (or resume) every seed of one (task, PE) as one ensemble; ``[(model, info)]``."""
     from posjax.models import LanguageModel
-    from posjax.training import ArrayBatches, TrainConfig, masked_lm_loss, train_ensemble
+    from posjax.training import ArrayBatches, masked_lm_loss, train_ensemble
 
     train_w, test_w = widths(cfg, task)
     seeds = [_seeds(task, seed, cfg) for seed in range(cfg.seeds)]
@@ -294,12 +325,10 @@ def train_models(task: str, pe: str, cfg: LGConfig, out_dir: str) -> list[tuple[
         data = alg.make_dataset(task, lengths, seed=sd["data_seed"], width=train_w,
                                 **task_options(cfg))
         batches.append(ArrayBatches({"tokens": data["tokens"], "loss_mask": data["loss_mask"]},
-                                    cfg.batch_size, seed=sd["shuffle_seed"]))
-    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, optimizer="adamw",
-                       learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                       schedule="cosine", warmup_steps=cfg.warmup_steps, grad_clip=cfg.grad_clip,
-                       log_every=max(cfg.steps // 10, 1),
-                       checkpoint_every=max(cfg.steps // 4, 1), progress=True)
+                                    cfg.train.batch_size, seed=sd["shuffle_seed"]))
+    steps = cfg.train.steps
+    tcfg = dataclasses.replace(cfg.train, log_every=max(steps // 10, 1),
+                               checkpoint_every=max(steps // 4, 1))
     members = [{"seed": sd["shuffle_seed"], "init_seed": sd["init_seed"]} for sd in seeds]
     result = train_ensemble(lambda m: LanguageModel(mcfg, rngs=nnx.Rngs(m["init_seed"])),
                             masked_lm_loss, batches, tcfg, members=members,
@@ -318,7 +347,7 @@ def train_models(task: str, pe: str, cfg: LGConfig, out_dir: str) -> list[tuple[
     return out
 
 
-def evaluate_model(model, task: str, seed: int, cfg: LGConfig, *, greedy: bool = True
+def evaluate_model(model, task: str, seed: int, cfg: LengthGeneralizationConfig, *, greedy: bool = True
                    ) -> dict[str, Any]:
     """Per-length exact match on fresh test instances, plus the greedy cross-check."""
     from posjax.training import lm_exact_match
@@ -343,7 +372,7 @@ def evaluate_model(model, task: str, seed: int, cfg: LGConfig, *, greedy: bool =
             "eval_seconds": round(time.perf_counter() - t0, 2)}
 
 
-def scaled_rope(trained, pe: str, task: str, cfg: LGConfig):
+def scaled_rope(trained, pe: str, task: str, cfg: LengthGeneralizationConfig):
     """The trained RoPE model's parameters in a model whose PE is the scaling variant ``pe``."""
     from posjax.models import LanguageModel
 
@@ -354,7 +383,7 @@ def scaled_rope(trained, pe: str, task: str, cfg: LGConfig):
     return model, options
 
 
-def run_cell(task: str, pe: str, cfg: LGConfig, out_dir: str, rope_cache: dict) -> list[dict]:
+def run_cell(task: str, pe: str, cfg: LengthGeneralizationConfig, out_dir: str, rope_cache: dict) -> list[dict]:
     """Every seed of one (task, PE): train (or reuse the trained RoPE models for a test-time
     scaling) and evaluate; one result dict per seed."""
     if pe in ROPE_SCALINGS and cfg.rope_scaling_mode == "test_time":
@@ -382,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return results
 
 
-def run(cfg: LGConfig, out: str) -> dict[str, Any]:
+def run(cfg: LengthGeneralizationConfig, out: str) -> dict[str, Any]:
     """Run (or resume) every cell of ``cfg`` and write results.json, report.md and the curves."""
     from tqdm.auto import tqdm
 

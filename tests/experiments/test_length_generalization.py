@@ -96,11 +96,24 @@ def test_scaling_options_use_the_training_width():
     assert lg.pe_options("longrope", cfg, tw, sw) == {"factor": sw / tw, "original_max_len": tw}
 
 
+def tiny_config(*, pes, num_layers, seeds, **own):
+    """A config small enough for the default suite (library fields nested)."""
+    import dataclasses
+
+    from posjax.models import TransformerConfig
+    from posjax.training import TrainConfig
+
+    return lg.LengthGeneralizationConfig(
+        tasks=("copy",), pes=pes, train_max_length=2, test_factor=2, n_train=32, per_length=2,
+        eval_batch=8, greedy_check_per_length=1, seeds=seeds, **own,
+        model=TransformerConfig(num_layers=num_layers, d_model=8, num_heads=2, d_ff=8,
+                                causal=True, pre_norm=True, dropout=0.0),
+        train=dataclasses.replace(lg.PRESETS["quick"].train, steps=1, batch_size=8,
+                                  warmup_steps=0))
+
+
 def test_tiny_run_writes_outputs_and_resumes(tmp_path):
-    cfg = lg.LGConfig(tasks=("copy",), pes=("rope_linear",), train_max_length=2,
-                      test_factor=2, n_train=32, per_length=2, steps=1, batch_size=8,
-                      warmup_steps=0, num_layers=1, d_model=8, num_heads=2, d_ff=8, eval_batch=8,
-                      greedy_check_per_length=1, seeds=2)
+    cfg = tiny_config(pes=("rope_linear",), num_layers=1, seeds=2)
     out = str(tmp_path)
     res = lg.run(cfg, out)
     for name in ("results.json", "report.md", "curves_copy.png"):
@@ -136,17 +149,36 @@ def test_schedules_are_rows_through_set_pes(tmp_path):
     assert mcfg.kinds == ("sliding", "full") and mcfg.sliding_window == 4 and mcfg.causal
     assert mcfg.layer_pe_spec("full") == ("rope", {"base": 1e6})
     with pytest.raises(ValueError, match="schedules: sched_llama4_irope"):
-        lg.LGConfig(pes=("sched_nope",))
+        lg.LengthGeneralizationConfig(pes=("sched_nope",))
+
+
+def test_dotted_schedule_reaches_the_model(tmp_path):
+    """issue 28: --set model.layer_types=... model.sliding_window=... reaches every cell's
+    TransformerConfig; the flat key fails with "did you mean model.layer_types?"."""
+    from experiments.common import experiment_parser, resolve_config
+
+    args = experiment_parser("x", default_out=str(tmp_path)).parse_args(
+        ["--quick", "--set", "model.layer_types=sliding,full", "--set", "model.sliding_window=8",
+         "model.layer_pe={\"full\": \"none\"}", "train.learning_rate=1e-3"])
+    cfg = resolve_config(args, lg.PRESETS)
+    assert cfg.model.layer_types == ("sliding", "full") and cfg.train.learning_rate == 1e-3
+    mcfg = lg.model_config(cfg, "rope", {}, 40)
+    assert mcfg.kinds == ("sliding", "full") and mcfg.sliding_window == 8
+    assert mcfg.layer_pe_spec("full") == ("none", {}) and mcfg.layer_pe_spec("sliding")[0] == "rope"
+    assert mcfg.max_len == 40 and mcfg.causal and mcfg.d_model == 64   # the quick decoder
+    for flat in ("layer_types=sliding,full", "sliding_window=8", "d_model=32"):
+        key = flat.partition("=")[0]
+        with pytest.raises(ValueError, match=f"did you mean model.{key}\\?"):
+            lg.main(["--quick", "--set", flat, "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="did you mean train.learning_rate\\?"):
+        lg.main(["--quick", "--set", "learning_rate=1e-3", "--out", str(tmp_path)])
 
 
 @pytest.mark.slow
 def test_tiny_schedule_run_decodes_from_the_cache(tmp_path):
     """A sched_* row trains, and its greedy check decodes from the cache (ring buffers for the
     chunked layers) in agreement with the teacher-forced exact match."""
-    cfg = lg.LGConfig(tasks=("copy",), pes=("sched_llama4_irope",), train_max_length=2,
-                      test_factor=2, n_train=32, per_length=2, steps=1, batch_size=8,
-                      warmup_steps=0, num_layers=4, d_model=8, num_heads=2, d_ff=8, eval_batch=8,
-                      greedy_check_per_length=1, seeds=1, schedule_span=2)
+    cfg = tiny_config(pes=("sched_llama4_irope",), num_layers=4, seeds=1, schedule_span=2)
     res = lg.run(cfg, str(tmp_path))
     check = res["cells"][0]["greedy_check"]
     assert check["n"] == 4 and check["agree"] == 4 and check["kv_cache"] is True
@@ -155,7 +187,7 @@ def test_tiny_schedule_run_decodes_from_the_cache(tmp_path):
 def test_summary_mrr_and_nope_verdict():
     from experiments._length_generalization_report import nope_verdict, summarise
 
-    cfg = lg.LGConfig(tasks=("copy", "reverse"), pes=("none", "rope", "alibi"), train_max_length=2,
+    cfg = lg.LengthGeneralizationConfig(tasks=("copy", "reverse"), pes=("none", "rope", "alibi"), train_max_length=2,
                       test_factor=2)
 
     def cell(ood):
@@ -188,9 +220,9 @@ def test_summary_mrr_and_nope_verdict():
 
 def test_config_rejects_unsupported_interpretations():
     with pytest.raises(ValueError, match="unseen_rows"):
-        lg.LGConfig(unseen_rows="interpolate")
+        lg.LengthGeneralizationConfig(unseen_rows="interpolate")
     with pytest.raises(ValueError, match="rope_scaling_mode"):
-        lg.LGConfig(rope_scaling_mode="dynamic")
+        lg.LengthGeneralizationConfig(rope_scaling_mode="dynamic")
 
 
 def test_cli_errors_are_value_errors():

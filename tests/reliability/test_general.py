@@ -19,7 +19,7 @@ from flax import nnx
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 CONFIGS = [("additive_vs_multiplicative", "Settings"), ("finetune_pe", "FinetunePEConfig"),
-           ("init_sweep", "SweepConfig"), ("length_generalization", "LGConfig"),
+           ("init_sweep", "SweepConfig"), ("length_generalization", "LengthGeneralizationConfig"),
            ("network_simulation", "NetConfig"), ("stress_table", "StressConfig")]
 
 
@@ -42,16 +42,19 @@ def _reads(tree: ast.AST, skip: ast.AST | None = None) -> set[str]:
     return out
 
 
-def _sources() -> dict[str, ast.AST]:
-    files = sorted(EXPERIMENTS.rglob("*.py"))
-    return {str(p.relative_to(EXPERIMENTS)): ast.parse(p.read_text()) for p in files}
+def _sources(root: Path = EXPERIMENTS) -> dict[str, ast.AST]:
+    files = sorted(root.rglob("*.py"))
+    return {str(p.relative_to(root)): ast.parse(p.read_text()) for p in files}
+
+
+LIBRARY = EXPERIMENTS.parent / "posjax"
 
 
 @pytest.mark.parametrize("module, name", CONFIGS)
 def test_general_a_every_config_field_is_read_or_refused(module, name):
     import importlib
 
-    from experiments.common import described_fields, parse_set
+    from experiments.common import described_fields, nested_fields, parse_set
 
     cls = getattr(importlib.import_module(f"experiments.{module}"), name)
     trees = _sources()
@@ -66,6 +69,35 @@ def test_general_a_every_config_field_is_read_or_refused(module, name):
     for field in fixed:
         with pytest.raises(ValueError, match=f"'{field}' describes what the code does"):
             parse_set(cls, [f"{field}=x"])
+    # nested library configs (model: TransformerConfig, train: TrainConfig): every dotted key is
+    # read by the experiment or by the library that receives the config, or refused
+    nested = nested_fields(cls)
+    if nested:
+        library = _sources(LIBRARY)
+        unread = []
+        for part, sub in nested.items():
+            body = next(n for t in library.values() for n in ast.walk(t)
+                        if isinstance(n, ast.ClassDef) and n.name == sub.__name__)
+            sub_read = read | set().union(*(_reads(t, body) for t in library.values()))
+            unread += [f"{part}.{f.name}" for f in dataclasses.fields(sub)
+                       if f.name not in sub_read and not _refuses_nested(cls, part, f)]
+        assert not unread, f"{name} dotted keys no code reads: {unread}"
+
+
+def _refuses_nested(cls, part, field) -> bool:
+    """Whether ``cls`` refuses a changed value of ``part.field`` (a field the experiment
+    decides itself): then ``--set`` cannot silently change nothing."""
+    base = cls()
+    sub = getattr(base, part)
+    value = getattr(sub, field.name)
+    if type(value) not in (int, float, str):
+        return False
+    other = value + "_another" if isinstance(value, str) else 2 * value + 1 * (value == 0)
+    try:
+        dataclasses.replace(base, **{part: dataclasses.replace(sub, **{field.name: other})})
+    except ValueError:
+        return True
+    return False
 
 
 def _refuses_other_values(cls, field) -> bool:
@@ -86,6 +118,14 @@ def test_general_a_negative_control():
                      "    b: int = 2\ndef f(c):\n    return c.a\n")
     body = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
     assert {"a", "b"} - _reads(tree, body) == {"b"}
+    # the nested walk: a dotted key neither read nor refused is found
+    tree = ast.parse("def g(c):\n    return c.model.d_model\n")
+    assert {"d_model", "d_ff"} - _reads(tree) == {"d_ff"}
+    from experiments.length_generalization import LengthGeneralizationConfig as LG
+
+    fields = {f.name: f for f in dataclasses.fields(type(LG().model))}
+    assert _refuses_nested(LG, "model", fields["max_len"])       # decided by the experiment
+    assert not _refuses_nested(LG, "model", fields["d_model"])   # set freely
 
 
 # --- (b) every constructor argument is part of the run record -------------------------------

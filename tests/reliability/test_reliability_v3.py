@@ -534,10 +534,10 @@ def test_r10_finished_run_returns_its_last_metrics(tmp_path):
 def test_r11_set_refuses_described_fields():
     from experiments.additive_vs_multiplicative import Settings
     from experiments.common import parse_set
-    from experiments.length_generalization import LGConfig
+    from experiments.length_generalization import LengthGeneralizationConfig
     from experiments.network_simulation import NetConfig
 
-    for cls, field in ((Settings, "decay_mask"), (LGConfig, "eval_method"),
+    for cls, field in ((Settings, "decay_mask"), (LengthGeneralizationConfig, "eval_method"),
                        (NetConfig, "mask_token")):
         with pytest.raises(ValueError, match=f"--set: '{field}' describes what the code does"):
             parse_set(cls, [f"{field}=something else"])
