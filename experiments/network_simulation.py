@@ -152,9 +152,9 @@ def _predict_masked(model, x, mask):
 
 def r2_masked(model, x: np.ndarray, masks: np.ndarray, batch: int = 256) -> float:
     """R² of the masked-node prediction (1 - SSE / SST over masked entries)."""
-    from posjax.training import apply_batched
+    from posjax.training import apply_in_batches
 
-    pred = apply_batched(model, _predict_masked, {"x": x, "mask": masks}, batch=batch)
+    pred = apply_in_batches(model, _predict_masked, {"x": x, "mask": masks}, batch=batch)
     m = masks[..., None]
     return 1.0 - float((((pred - x) ** 2) * m).sum()) / float((((x - x.mean()) ** 2) * m).sum())
 

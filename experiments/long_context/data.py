@@ -1,7 +1,7 @@
 """Data of ``experiments.long_context``: the contiguous token stream (corpus choice), the
 retrieval vocabulary, and the training mix of language-model windows and passkey / needle rows.
 
-Corpora (``LCConfig.dataset``):
+Corpora (``LongContextConfig.dataset``):
 
 * ``"stdlib"`` - the Python standard library's docstrings as one contiguous stream
   (:mod:`posjax.data.stdlib_text`), tokenised by a WordPiece vocabulary trained on them;

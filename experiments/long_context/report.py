@@ -225,12 +225,15 @@ def tables(results: dict) -> dict[str, str]:
 
 def header(results: dict) -> str:
     cfg = results["config"]
+    # the decoder and optimiser fields: nested (model / train) since LongContextConfig, flat in
+    # results written before
+    model, train = cfg.get("model", cfg), cfg.get("train", cfg)
     L = cfg["train_length"]
     learned = [p for p in cfg["pes"] if p in ("learned", "random_fixed", "tupe")]
     return (f"Preset `{results['preset']}`, {len(results['seeds'])} seeds, corpus: "
             f"{results['corpus']['source']} ({results['corpus']['tokens']} tokens). Decoder "
-            f"{cfg['num_layers']} layers, d = {cfg['d_model']}, {cfg['num_heads']} heads, "
-            f"{cfg['steps']} AdamW steps of batch {cfg['batch_size']} at L = {L} "
+            f"{model['num_layers']} layers, d = {model['d_model']}, {model['num_heads']} heads, "
+            f"{train['steps']} AdamW steps of batch {train['batch_size']} at L = {L} "
             f"({100 * cfg['retrieval_fraction']:.0f} % of the rows passkey / needle, key "
             f"length {cfg['key_length']}, {cfg['num_needles']} needles). Evaluated at "
             f"{', '.join(str(f * L) for f in cfg['eval_factors'])}. Wall time "

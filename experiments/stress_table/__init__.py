@@ -2,7 +2,7 @@
 Transformers", G. Cirrincione): stress of every positional encoding against the Hellinger
 geometry of positional statistics, on a synthetic corpus, SST-2 and IMDB.
 
-    python -m experiments.stress_table --dataset synthetic|sst2|imdb [--preset quick|gpu|paper]
+    python -m experiments.stress_table --dataset synthetic|sst2|imdb|text|stdlib [--preset quick|gpu|paper]
         [--seeds N] [--out DIR] [--data-dir DIR] [--vocab-file VOCAB] [--set key=value ...]
 
 Writes ``DIR/results.json`` (every interpretation option recorded), ``DIR/report.md`` and PNG

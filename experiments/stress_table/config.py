@@ -5,15 +5,30 @@ import dataclasses
 from typing import Any, Literal
 
 from posjax.geometry.stress_targets import has_gram_factorisation
+from experiments.common import apply_overrides
+from posjax.models.config import TransformerConfig
+from posjax.training.config import TrainConfig
 
 #: The PEs of the accuracy table: one encoder classifier trained per PE and seed.
 TRAINED_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "mds")
 
-DATASETS = ("synthetic", "sst2", "imdb", "text")
+DATASETS = ("synthetic", "sst2", "imdb", "text", "stdlib")
+#: The fixed encodings of the stress table ("t5": the registry T5 bias at initialisation).
+FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
 # encodings, or changing the checkpoint interval, keeps the finished cells.
-_NOT_RESULTS = ("progress", "hub_timeout", "data_dir", "mode", "seeds", "encodings",
-                "checkpoint_every", "sens_samples", "sens_repeats")
+_NOT_RESULTS = ("hub_timeout", "data_dir", "mode", "seeds", "encodings", "sens_samples",
+                "sens_repeats")
+_NOT_RESULTS_TRAIN = ("progress", "checkpoint_every")  # fields of `train` with the same role
+
+#: The encoder classifier of the accuracy table; each run sets ``vocab_size``, ``max_len``
+#: (from the corpus), ``pe`` and ``pe_options`` (the PE of the row).
+MODEL = TransformerConfig(num_layers=4, d_model=128, num_heads=4, d_ff=512, dropout=0.0,
+                          causal=False, pre_norm=True)
+#: Its training; each (PE, seed) cell sets ``seed`` and logs every ``min(log_every, steps)``.
+TRAIN = TrainConfig(steps=2000, batch_size=64, optimizer="adamw", learning_rate=1e-3,
+                    weight_decay=0.01, schedule="cosine", warmup_fraction=0.1, log_every=100,
+                    checkpoint_every=0, progress=False)
 # Options of the geometry path: part of the accuracy cells' salt only when the matrix-free path ran (the
 # dense path's cells do not depend on them, so runs stored before they existed stay valid).
 _PATH_OPTIONS = ("geometry", "matrix_free_above", "matrix_free_k", "stress_exact_max",
@@ -36,7 +51,8 @@ class StressConfig:
     n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic
     corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``, ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model
     (accuracy table):
-    sizes, ``pooling``, optimiser, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
+    ``model`` (:class:`TransformerConfig`) and ``train`` (:class:`TrainConfig`), set by dotted
+    keys (``--set model.d_model=64 train.steps=500``), ``pooling``, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
     variant of D it is built from).
     """
 
@@ -88,20 +104,10 @@ class StressConfig:
     sens_vocab: int = 2000
     sens_samples: tuple[int | None, ...] = (None, 100_000, 10_000, 1_000)
     sens_repeats: int = 3
-    # model and training (accuracy table)
-    d_model: int = 128
-    num_layers: int = 4
-    num_heads: int = 4
-    d_ff: int = 512
-    dropout: float = 0.0
+    # model and training (accuracy table): dotted --set keys (model.d_model=64, train.steps=500)
+    model: TransformerConfig = dataclasses.field(default_factory=lambda: MODEL)
+    train: TrainConfig = dataclasses.field(default_factory=lambda: TRAIN)
     pooling: str = "mean"
-    steps: int = 2000
-    batch_size: int = 64
-    learning_rate: float = 1e-3
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.1
-    checkpoint_every: int = 0
-    progress: bool = False
     mds_variant: str = "plugin"
     mds_scale: float = 1.0
     mds_trainable: str = "both"
@@ -112,6 +118,14 @@ class StressConfig:
     pretrained_layernorm: bool = False
     tokenizer: str | None = None
     text_column: str | None = None
+    # real text without downloads: dataset "stdlib" (docstrings of the standard library, or of
+    # the installed package `package`, e.g. numpy); `stream`: the geometry corpus is one
+    # contiguous token stream cut into windows of n tokens (text and stdlib); `require_n`: fail
+    # when fewer than num_positions positions are analysed
+    package: str | None = None
+    stream: bool = False
+    require_n: bool = False
+    fixed_encodings: tuple[str, ...] = FIXED_ENCODINGS
 
     def __post_init__(self):
         if self.dataset not in DATASETS:
@@ -119,6 +133,12 @@ class StressConfig:
                              f"{', '.join(DATASETS)}")
         if self.dataset == "synthetic" and (self.data_dir or self.vocab_file):
             raise ValueError("--data-dir and --vocab-file apply to sst2 and imdb only")
+        bad = sorted(set(self.fixed_encodings) - set(FIXED_ENCODINGS + ("t5",)))
+        if bad:
+            raise ValueError(f"unknown fixed_encodings {bad}; choose from "
+                             f"{', '.join(FIXED_ENCODINGS + ('t5',))}")
+        if self.package and self.dataset != "stdlib":
+            raise ValueError("package applies to --dataset stdlib only")
         if self.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
         bad = sorted(set(self.encodings) - set(TRAINED_ENCODINGS))
@@ -143,6 +163,10 @@ class StressConfig:
             if self.mds_variant == "split_half":
                 raise ValueError("mds_variant='split_half' needs geometry='dense' (split-half "
                                  "debiasing is not computed matrix-free)")
+        for name, want in (("model", TransformerConfig), ("train", TrainConfig)):
+            if not isinstance(getattr(self, name), want):
+                raise ValueError(f"{name} must be a {want.__name__} (set its fields with "
+                                 f"--set {name}.<field>=...)")
         if self.pooling not in ("cls", "mean", "last"):
             raise ValueError(f"pooling must be cls, mean or last, got {self.pooling!r}")
 
@@ -155,33 +179,46 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     # one H200 in <= 8 min: the paper-scale synthetic corpus and trained encoders, 5 seeds
     ("synthetic", "gpu"): dict(seeds=5),
     ("synthetic", "quick"): dict(num_positions=32, vocab_size=500, samples_per_position=20_000,
-                                 train_examples=3000, test_examples=1024, seeds=3, d_model=32,
-                                 num_layers=2, num_heads=2, d_ff=64, steps=200, batch_size=32,
-                                 learning_rate=3e-3, sens_repeats=2),
+                                 train_examples=3000, test_examples=1024, seeds=3, sens_repeats=2,
+                                 model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+                                 train=dict(steps=200, batch_size=32, learning_rate=3e-3)),
     ("sst2", "paper"): dict(num_positions=64, max_len=64, train_examples=None, test_examples=None,
-                           d_model=256, num_layers=4, num_heads=4, d_ff=1024, dropout=0.1,
-                           pooling="cls", steps=3000, batch_size=64, learning_rate=3e-4,
-                           checkpoint_every=1000),
+                           pooling="cls", model=dict(d_model=256, d_ff=1024, dropout=0.1),
+                           train=dict(steps=3000, learning_rate=3e-4, checkpoint_every=1000)),
     ("sst2", "quick"): dict(num_positions=64, max_len=64, train_examples=2000, test_examples=500,
-                            tokenizer_vocab=3000, seeds=3, d_model=32, num_layers=2, num_heads=2,
-                            d_ff=64, pooling="cls", steps=150, learning_rate=1e-3,
-                            sens_repeats=1),
+                            tokenizer_vocab=3000, seeds=3, pooling="cls", sens_repeats=1,
+                            model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+                            train=dict(steps=150, learning_rate=1e-3)),
     ("text", "paper"): dict(num_positions=128, max_len=128, train_examples=None,
-                           test_examples=None, d_model=256, num_layers=4, num_heads=4, d_ff=1024,
-                           dropout=0.1, pooling="cls", steps=3000, learning_rate=3e-4),
+                           test_examples=None, pooling="cls",
+                           model=dict(d_model=256, d_ff=1024, dropout=0.1),
+                           train=dict(steps=3000, learning_rate=3e-4)),
     ("text", "quick"): dict(num_positions=32, max_len=32, train_examples=2000, test_examples=500,
-                            tokenizer_vocab=1000, seeds=3, d_model=32, num_layers=2, num_heads=2,
-                            d_ff=64, pooling="cls", steps=100, learning_rate=1e-3,
-                            sens_repeats=1),
+                            tokenizer_vocab=1000, seeds=3, pooling="cls", sens_repeats=1,
+                            model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+                            train=dict(steps=100, learning_rate=1e-3)),
     ("imdb", "paper"): dict(num_positions=512, max_len=512, train_examples=None,
-                           test_examples=None, d_model=256, num_layers=4, num_heads=4, d_ff=1024,
-                           dropout=0.1, pooling="cls", steps=3000, batch_size=32,
-                           learning_rate=3e-4, checkpoint_every=1000),
+                           test_examples=None, pooling="cls",
+                           model=dict(d_model=256, d_ff=1024, dropout=0.1),
+                           train=dict(steps=3000, batch_size=32, learning_rate=3e-4,
+                                      checkpoint_every=1000)),
     ("imdb", "quick"): dict(num_positions=256, max_len=256, train_examples=1000,
-                            test_examples=300, tokenizer_vocab=3000, seeds=3, d_model=32,
-                            num_layers=2, num_heads=2, d_ff=64, pooling="cls", steps=100,
-                            learning_rate=1e-3, batch_size=32, sens_repeats=1),
+                            test_examples=300, tokenizer_vocab=3000, seeds=3, pooling="cls",
+                            sens_repeats=1,
+                            model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+                            train=dict(steps=100, learning_rate=1e-3, batch_size=32)),
+    # docstrings of the standard library (or --set package=numpy) as contiguous windows of n
+    # tokens; unlabelled (no accuracy table); with --pretrained the checkpoint's table raw and
+    # after its embedding LayerNorm
+    ("stdlib", "quick"): dict(num_positions=128, max_len=128, stream=True, require_n=True,
+                              fixed_encodings=FIXED_ENCODINGS + ("t5",),
+                              pretrained_layernorm=True, tokenizer_vocab=8000, seeds=1,
+                              model=dict(d_model=384),  # MiniLM's d: the r(n + d) row at it
+                              sens_samples=(None,), sens_repeats=1),
 }
+PRESETS[("stdlib", "paper")] = {**PRESETS[("stdlib", "quick")], "num_positions": 512,
+                                "max_len": 512}
+PRESETS[("stdlib", "gpu")] = PRESETS[("stdlib", "paper")]
 for _d in ("sst2", "imdb"):  # the paper-scale text runs fit one H200 as they are
     PRESETS[(_d, "gpu")] = PRESETS[(_d, "paper")]
 
@@ -196,7 +233,10 @@ def make_config(dataset: str, *, quick: bool = False, preset: str | None = None,
     if (dataset, mode) not in PRESETS:
         raise ValueError(f"unknown preset {mode!r}; choose quick, gpu or paper")
     fields = {f.name for f in dataclasses.fields(StressConfig)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ValueError(f"unknown option(s) {unknown}; valid: {', '.join(sorted(fields))}")
-    return StressConfig(dataset=dataset, mode=mode, **{**PRESETS[(dataset, mode)], **overrides})
+    for key in sorted(set(overrides) - fields):
+        hint = [f"{n}.{key}" for n, c in (("model", TransformerConfig), ("train", TrainConfig))
+                if key in {f.name for f in dataclasses.fields(c)}]
+        raise ValueError(f"unknown option {key!r}" + (f": did you mean {' or '.join(hint)}?"
+                         if hint else f"; valid: {', '.join(sorted(fields))}"))
+    base = StressConfig(dataset=dataset, mode=mode)
+    return apply_overrides(apply_overrides(base, PRESETS[(dataset, mode)]), overrides)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from posjax.data.classification_corpus import ClassificationCorpus, text_classification_corpus
+from posjax.data.classification_corpus import (ClassificationCorpus, corpus_tokenizer,
+                                               docstring_sentences, stream_corpus,
+                                               text_classification_corpus)
 from posjax.data.tasks import bayes_accuracy, shift_task
 
 from experiments.stress_table.config import StressConfig
@@ -48,6 +50,19 @@ def prepare(cfg: StressConfig, out_dir: str) -> ClassificationCorpus:
     if not tokenizer and not cfg.vocab_file and cfg.pretrained:  # the checkpoint's own
         from posjax.pretrained import resolve
         tokenizer = resolve(cfg.pretrained)
+    if cfg.dataset == "stdlib" or cfg.stream:
+        if cfg.dataset == "stdlib":
+            texts, source = docstring_sentences(cfg.package)
+        else:
+            from posjax.data.corpus import load_corpus
+            if not cfg.data_dir:
+                raise ValueError("--dataset text needs --data-dir DIR")
+            texts = list(load_corpus(cfg.data_dir, text_column=cfg.text_column)["train"].texts)
+            source = f"text:{cfg.data_dir}"
+        tok = corpus_tokenizer(texts, out_dir, cfg.dataset, tokenizer=tokenizer,
+                               vocab_file=cfg.vocab_file, vocab_size=cfg.tokenizer_vocab)
+        return stream_corpus(texts, tok, cfg.num_positions, keep_special=cfg.keep_special,
+                             source=source)
     return text_classification_corpus(
         cfg.dataset, out_dir, num_positions=cfg.num_positions, max_len=cfg.max_len,
         keep_special=cfg.keep_special, train_examples=cfg.train_examples,

@@ -14,8 +14,8 @@ from experiments.common import (CellStore, config_overrides, experiment_parser, 
                                 versions, write_json)
 from experiments.stress_table import geometry as G
 from experiments.stress_table import report as R
-from experiments.stress_table.config import (_NOT_RESULTS, _PATH_OPTIONS, StressConfig,
-                                             make_config)
+from experiments.stress_table.config import (_NOT_RESULTS, _NOT_RESULTS_TRAIN, _PATH_OPTIONS,
+                                             StressConfig, make_config)
 from experiments.stress_table.data import prepare
 from experiments.stress_table.geometry import (analyse_matrix_free, fixed_coordinates,
                                                pretrained_stress_rows)
@@ -26,6 +26,7 @@ def _salt(cfg: StressConfig, keys: Sequence[str] | None = None, path: str = "den
           ) -> dict[str, Any]:
     drop = _NOT_RESULTS + (_PATH_OPTIONS if path == "dense" else ())
     rec = {k: v for k, v in cfg.record().items() if k not in drop}
+    rec["train"] = {k: v for k, v in rec["train"].items() if k not in _NOT_RESULTS_TRAIN}
     if path != "dense":
         rec["geometry_path"] = path
     return rec if keys is None else {k: rec[k] for k in keys}
@@ -181,7 +182,8 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = experiment_parser("Stress of positional encodings vs the Hellinger geometry of positional "
                           "statistics (arXiv 2604.05217)", default_out="runs/stress_table")
-    p.add_argument("--dataset", default="synthetic", help="synthetic, sst2 or imdb")
+    p.add_argument("--dataset", default="synthetic",
+                   help="synthetic, sst2, imdb, text (--data-dir) or stdlib (docstrings)")
     p.add_argument("--data-dir", default=None,
                    help="local <split>.parquet|csv|jsonl files "
                         "(default: $POSJAX_DATA_DIR, else the hub)")
@@ -193,7 +195,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--progress", action="store_true", help="show training progress bars")
     args = p.parse_args(argv)
     overrides = config_overrides(StressConfig, args, ("data_dir", "vocab_file", "pretrained",
-                                                      "tokenizer", "progress"))
+                                                      "tokenizer"))
+    if args.progress:
+        overrides.setdefault("train", {})["progress"] = True
     cfg = make_config(args.dataset, preset=preset_name(args), **overrides)
     results = run(cfg, args.out)
     print()

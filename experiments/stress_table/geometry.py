@@ -70,16 +70,26 @@ def distance_variants(prep: ClassificationCorpus, cfg: StressConfig, plugin: tup
     return out, info
 
 
-def fixed_distances(n: int, cfg: StressConfig) -> dict[str, np.ndarray]:
-    """Distances of the fixed encodings of the stress table (docs/interpretations.md)."""
-    return {
-        "sinusoidal": encoding_distances("sinusoidal", n, dim=cfg.sinusoidal_dim),
-        "rope": encoding_distances("rope", n, head_dim=cfg.rope_head_dim, mode=cfg.rope_mode),
-        "alibi": encoding_distances("alibi", n, scale=cfg.alibi_scale,
-                                        **({"num_heads": cfg.alibi_heads}
-                                           if cfg.alibi_scale == "mean_slope" else {})),
-        "nope": encoding_distances("nope", n),
-    }
+SENSITIVITY_ENCODINGS = ("sinusoidal", "rope", "alibi")
+
+
+def _fixed_options(cfg: StressConfig, names=None) -> dict[str, dict[str, Any]]:
+    """``{name: encoding options}`` of the fixed encodings of the stress table
+    (docs/interpretations.md); ``t5`` is the registry's T5 bias at initialisation."""
+    alibi = {"scale": cfg.alibi_scale, **({"num_heads": cfg.alibi_heads}
+                                          if cfg.alibi_scale == "mean_slope" else {})}
+    every = {"sinusoidal": {"dim": cfg.sinusoidal_dim},
+             "rope": {"head_dim": cfg.rope_head_dim, "mode": cfg.rope_mode},
+             "alibi": alibi, "nope": {},
+             "t5": {"use_registry": True, "num_heads": cfg.alibi_heads}}
+    return {k: every[k] for k in (names or cfg.fixed_encodings)}
+
+
+def fixed_distances(n: int, cfg: StressConfig, names=None) -> dict[str, np.ndarray]:
+    """Distances of the fixed encodings of the stress table (``names``, default
+    ``cfg.fixed_encodings``; row ``t5_init`` for ``t5``)."""
+    return {("t5_init" if k == "t5" else k): encoding_distances(k, n, **o)
+            for k, o in _fixed_options(cfg, names).items()}
 
 
 def analyse(D: np.ndarray, D_fr: np.ndarray, cfg: StressConfig, fixed: dict[str, np.ndarray]
@@ -132,7 +142,7 @@ def param_rows(n: int, cfg: StressConfig, r_low: int, r_alt: int) -> dict[str, d
     params = {}
     for label, d, r, eps in (("paper_d", cfg.sinusoidal_dim, r_low, cfg.eps),
                              ("paper_d_alt", cfg.sinusoidal_dim, r_alt, cfg.eps_alt),
-                             ("model_d", cfg.d_model, r_low, cfg.eps)):
+                             ("model_d", cfg.model.d_model, r_low, cfg.eps)):
         dense, fact = geo.param_count(n, d, r)
         params[label] = {"n": n, "d": d, "r": r, "eps": eps, "nd": dense, "r(n+d)": fact,
                          "saving": 1.0 - fact / dense,
@@ -198,6 +208,9 @@ def geometry_variants(prep: ClassificationCorpus, cfg: StressConfig) -> tuple[st
                              f"{P.shape[0]} > matrix_free_above = {cfg.matrix_free_above}); "
                              "set geometry=dense or mds_variant=plugin")
         variants, info = matrix_free_variants(prep, P, N, notes, cfg)
+    if cfg.require_n and info["n"] < cfg.num_positions:
+        raise ValueError(f"only n = {info['n']} positions could be analysed, fewer than the "
+                         f"num_positions = {cfg.num_positions} requested (require_n)")
     info["geometry"] = {"path": path, "option": cfg.geometry,
                         "matrix_free_above": cfg.matrix_free_above,
                         "matrix_free_k": cfg.matrix_free_k,
@@ -225,7 +238,7 @@ def sensitivity_cell(cfg: StressConfig, samples: int | None, debias: str, repeat
         P = np.asarray(P, np.float64)
         X = np.asarray(geo.mds_from_distributions(P, 3, metric=cfg.metric,
                                                   seed=cfg.data_seed).coords, np.float64)
-        fixed = {k: c for k, c in fixed_coordinates(P.shape[0], cfg).items() if k != "nope"}
+        fixed = fixed_coordinates(P.shape[0], cfg, SENSITIVITY_ENCODINGS)
         configs = {**{f"mds_r{r}": X[:, :r] for r in (1, 2, 3)}, **fixed}
         return dict(zip(configs, coords_stress(P, list(configs.values()), **rows_options(cfg))))
     if samples is None:
@@ -241,7 +254,8 @@ def sensitivity_cell(cfg: StressConfig, samples: int | None, debias: str, repeat
     mds = geo.classical_mds(D, dim=3)
     out = {f"mds_r{r}": stress_pair(D, geo.dist_mds(np.asarray(mds.coords)[:, :r]))
            for r in (1, 2, 3)}
-    out.update({k: stress_pair(D, E) for k, E in fixed_distances(n, cfg).items() if k != "nope"})
+    out.update({k: stress_pair(D, E)
+                for k, E in fixed_distances(n, cfg, SENSITIVITY_ENCODINGS).items()})
     return out
 
 
@@ -309,18 +323,11 @@ INTERPRETATIONS_TOY_STRESS = {
 # Call inside ``jax.enable_x64(True)``, like the dense path.
 
 
-def fixed_coordinates(n: int, cfg: StressConfig) -> dict[str, np.ndarray]:
-    """Coordinates of the fixed encodings of the stress table, with the options of the dense path (so their
-    distances equal ``fixed_distances``)."""
-    return {
-        "sinusoidal": encoding_coordinates("sinusoidal", n, dim=cfg.sinusoidal_dim),
-        "rope": encoding_coordinates("rope", n, head_dim=cfg.rope_head_dim,
-                                         mode=cfg.rope_mode),
-        "alibi": encoding_coordinates("alibi", n, scale=cfg.alibi_scale,
-                                          **({"num_heads": cfg.alibi_heads}
-                                             if cfg.alibi_scale == "mean_slope" else {})),
-        "nope": encoding_coordinates("nope", n),
-    }
+def fixed_coordinates(n: int, cfg: StressConfig, names=None) -> dict[str, np.ndarray]:
+    """Coordinates of the fixed encodings of the stress table, with the options of the dense
+    path (so their distances equal ``fixed_distances``); a bias (T5) has none."""
+    return {k: encoding_coordinates(k, n, **o) for k, o in _fixed_options(cfg, names).items()
+            if k != "t5"}
 
 
 def _rank(spec: dict, eps: float, k: int) -> tuple[int, bool]:
@@ -437,6 +444,9 @@ def pretrained_stress_rows(cfg: StressConfig, prep: ClassificationCorpus, varian
     for key, post_ln in kinds:
         table = np.asarray(position_table(cfg.pretrained, post_layernorm=post_ln), np.float64)
         n = min(next(iter(variants.values())).n, table.shape[0] - off)
+        if cfg.require_n and n < cfg.num_positions:
+            raise ValueError(f"{cfg.pretrained} has {table.shape[0]} position rows: fewer than "
+                             f"the num_positions = {cfg.num_positions} requested (require_n)")
         stress = trained_stress({k: t.head(n) for k, t in variants.items()},
                                 table=table[off:off + n])
         for v, s in stress.items():

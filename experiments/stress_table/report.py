@@ -27,6 +27,7 @@ ENCODING_LABELS = {
     "rope": "RoPE (kernel)",
     "alibi": "ALiBi (abs. offset)",
     "nope": "NoPE",
+    "t5_init": "T5 bias at initialisation (registry default, untrained)",
 }
 VARIANT_LABELS = {"plugin": "plug-in", "split_half": "split-half", "exact": "exact P"}
 
@@ -178,12 +179,13 @@ def claims(stress: dict, summaries: dict, accuracy: dict, cfg: StressConfig, cei
         if full is not None:
             out.append({"claim": "MDS stress ≈ 0 at full rank", "variant": v,
                         "value": full, "verdict": verdict})
-        a, s, r = (rows[k]["optimal"] for k in ("alibi", "sinusoidal", "rope"))
-        much = a <= 0.5 * min(s, r)
-        out.append({"claim": "ALiBi stress much lower (≤ half) than sinusoidal and RoPE (σ*)",
-                    "variant": v, "value": {"alibi": a, "sinusoidal": s, "rope": r},
-                    "verdict": "reproduced" if much else ("partly: lower, not ≤ half"
-                                                          if a < min(s, r) else "not reproduced")})
+        if all(k in rows for k in ("alibi", "sinusoidal", "rope")):
+            a, s, r = (rows[k]["optimal"] for k in ("alibi", "sinusoidal", "rope"))
+            much = a <= 0.5 * min(s, r)
+            out.append({"claim": "ALiBi stress much lower (≤ half) than sinusoidal and RoPE (σ*)",
+                        "variant": v, "value": {"alibi": a, "sinusoidal": s, "rope": r},
+                        "verdict": "reproduced" if much else (
+                            "partly: lower, not ≤ half" if a < min(s, r) else "not reproduced")})
         for key, row in (("paper_d", "mds_low"), ("paper_d_alt", "mds_low_alt")):
             p = summaries[v]["parameters"][key]
             low = rows[row]["raw"]
@@ -331,7 +333,8 @@ def report_markdown(res: dict, cfg: StressConfig, stress: dict, summaries: dict,
         "Reproduction of arXiv 2604.05217 (Cirrincione, *On the Geometry of Positional Encodings "
         "in Transformers*), arXiv 2604.05217.",
         "",
-        f"Data: `{res['data'].get('source')}`. n = {it['n']} positions; N_i min/median/max = "
+        f"Data: `{res['data'].get('source')}`. n = {it['n']} positions analysed "
+        f"(requested {cfg.num_positions}); N_i min/median/max = "
         f"{N['min']:.0f}/{N['median']:.0f}/{N['max']:.0f}; metric `{cfg.metric}`; "
         f"keep_special = {cfg.keep_special}; pad_mode `{cfg.pad_mode}`; full rank r_τ (τ = "
         f"{cfg.tau:g}), low rank r_ε (ε = {cfg.eps:g}); sinusoidal d = {cfg.sinusoidal_dim}, "
@@ -361,8 +364,9 @@ def report_markdown(res: dict, cfg: StressConfig, stress: dict, summaries: dict,
         "",
         (f"Task: {res['data']['task']['definition']} (shift {res['data']['task']['shift']})."
          if cfg.dataset == "synthetic" else f"Evaluation split: {res['data'].get('eval_split')}."),
-        f"Model: {cfg.num_layers} layers, d = {cfg.d_model}, {cfg.num_heads} heads, pooling "
-        f"`{cfg.pooling}`, {cfg.steps} AdamW steps, batch {cfg.batch_size}. The MDS PE is rank "
+        f"Model: {cfg.model.num_layers} layers, d = {cfg.model.d_model}, {cfg.model.num_heads} "
+        f"heads, pooling `{cfg.pooling}`, {cfg.train.steps} {cfg.train.optimizer} steps, batch "
+        f"{cfg.train.batch_size}. The MDS PE is rank "
         f"r_ε from the {VARIANT_LABELS[cfg.mds_variant]} D, factors A Wᵀ trainable "
         f"(`{cfg.mds_trainable}`).",
         "",
@@ -408,3 +412,45 @@ def compact_stress_table(results: dict[str, Any]) -> str:
                         [_cell(stress[v].get(key, {}), s) for v in variants
                          for s in ("raw", "optimal")])
     return markdown_table(headers, body)
+
+
+REAL_TEXT_ROWS = ("pretrained", "pretrained_ln", "sinusoidal", "rope", "alibi", "t5_init",
+                  "mds_low", "mds_full")
+
+
+def real_text_markdown(runs: dict[str, dict[str, Any]]) -> str:
+    """The stress of a pretrained learned table beside the fixed encodings and the corpus' own
+    MDS table, one column pair (plug-in σ*, split-half σ*; σ_raw for MDS rows) per run
+    (``{label: results}``), then n analysed / requested, windows, effective rank, r_ε and the
+    r(n + d) saving at the model's d (:func:`stress_markdown` holds every row)."""
+    labels = list(runs)
+    head = ["Encoding"] + [f"{lab} {VARIANT_LABELS[v]}" for lab in labels
+                           for v in ("plugin", "split_half")]
+    body = []
+    for key in REAL_TEXT_ROWS:
+        if not any(key in r["stress"]["plugin"] for r in runs.values()):
+            continue
+        scale = "raw" if key.startswith("mds") else "optimal"
+        cells = [ENCODING_LABELS[key] + (" σ_raw" if scale == "raw" else " σ*")]
+        for r in runs.values():
+            cells += [_cell(r["stress"].get(v, {}).get(key, {}), scale)
+                      for v in ("plugin", "split_half")]
+        body.append(cells)
+
+    def per_run(f):
+        return [c for r in runs.values() for c in (f(r, "plugin"), f(r, "split_half"))]
+
+    info = lambda r: r["geometry"]["info"]  # noqa: E731
+    spec = lambda r, v: r["spectrum"][v]  # noqa: E731
+    body += [
+        ["n analysed (requested)"] + per_run(lambda r, v: f"{info(r)['n']} ({info(r)['requested_n']})"),
+        ["windows (samples per position)"] + per_run(
+            lambda r, v: f"{r['data']['geometry_corpus']['windows']}"),
+        ["effective rank of B"] + per_run(lambda r, v: _fmt(spec(r, v)["erank"])),
+        ["r_ε (ε = 1e-3)"] + per_run(lambda r, v: str(spec(r, v)["r_eps"]["0.001"])),
+        ["r_ε (ε = 1e-2)"] + per_run(lambda r, v: str(spec(r, v)["r_eps"]["0.01"])),
+        ["r(n+d) saving at d (r_ε, ε = 1e-3)"] + per_run(
+            lambda r, v: (f"d = {r['parameters'][v]['model_d']['d']}: "
+                          f"{100 * r['parameters'][v]['model_d']['saving']:.1f} %")),
+    ]
+    return markdown_table(head, body)

@@ -7,6 +7,7 @@ arXiv 2604.05217), built through ``TransformerConfig(pe="mds", pe_options={"coor
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
@@ -17,18 +18,16 @@ from flax import nnx
 
 from posjax.data.classification_corpus import ClassificationCorpus
 from posjax.encodings.mds import mds_model_coords
+from posjax.models.config import TransformerConfig
 
 from experiments.stress_table.config import StressConfig
 from experiments.stress_table.geometry import as_targets, trained_stress
 
-def model_config(cfg: StressConfig, prep: ClassificationCorpus, pe: str, pe_options: dict | None = None):
-    """The :class:`TransformerConfig` of the encoder classifier for ``pe``."""
-    from posjax.models import TransformerConfig
-
-    return TransformerConfig(
-        vocab_size=prep.vocab_size, num_layers=cfg.num_layers, d_model=cfg.d_model,
-        num_heads=cfg.num_heads, d_ff=cfg.d_ff, max_len=prep.train["tokens"].shape[1],
-        pe=pe, pe_options=pe_options or {}, causal=False, pre_norm=True, dropout=cfg.dropout)
+def model_config(model: TransformerConfig, vocab_size: int, max_len: int, pe: str,
+                 pe_options: dict | None = None) -> TransformerConfig:
+    """``model`` with the corpus' ``vocab_size``, ``max_len`` and the PE of the row."""
+    return dataclasses.replace(model, vocab_size=vocab_size, max_len=max_len, pe=pe,
+                               pe_options=pe_options or {})
 
 
 def build_model(cfg: StressConfig, prep: ClassificationCorpus, pe: str, seed: int, mds_coords: np.ndarray | None):
@@ -41,10 +40,10 @@ def build_model(cfg: StressConfig, prep: ClassificationCorpus, pe: str, seed: in
             raise ValueError("the MDS PE needs MDS coordinates")
         max_len = prep.train["tokens"].shape[1]
         table = mds_model_coords(mds_coords, max_len, prep.model_offset, cfg.mds_scale)
-        rank = min(table.shape[1], cfg.d_model, cfg.mds_max_rank or table.shape[1])
+        rank = min(table.shape[1], cfg.model.d_model, cfg.mds_max_rank or table.shape[1])
         options = {"coords": table, "rank": rank, "trainable": cfg.mds_trainable,
                    "lift": cfg.mds_lift}
-    config = model_config(cfg, prep, pe, options)
+    config = model_config(cfg.model, prep.vocab_size, prep.train["tokens"].shape[1], pe, options)
     model = Classifier(config, prep.num_classes, pooling=cfg.pooling, rngs=nnx.Rngs(seed))
     return model, config
 
@@ -93,22 +92,18 @@ def train_cell(cfg: StressConfig, prep: ClassificationCorpus, pe: str, seed: int
                targets: dict[str, Any], out_dir: str) -> dict[str, Any]:
     """Train one (PE, seed) encoder and return its accuracy-table row (JSON-ready).
 
-    With ``cfg.checkpoint_every > 0`` the run checkpoints under
+    With ``cfg.train.checkpoint_every > 0`` the run checkpoints under
     ``out_dir/train/<pe>-seed<seed>`` and resumes from there after an interrupt.
     """
-    from posjax.training import (ArrayBatches, TrainConfig, classification_loss,
-                                 evaluate_classifier, train)
+    from posjax.training import ArrayBatches, classification_loss, evaluate_classifier, train
 
     model, config = build_model(cfg, prep, pe, seed, mds_coords)
-    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, optimizer="adamw",
-                       learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                       schedule="cosine", warmup_fraction=cfg.warmup_fraction, seed=seed,
-                       log_every=max(1, min(100, cfg.steps)),
-                       checkpoint_every=cfg.checkpoint_every, progress=cfg.progress)
+    tcfg = dataclasses.replace(cfg.train, seed=seed,
+                               log_every=max(1, min(cfg.train.log_every, cfg.train.steps)))
     run_dir = (os.path.join(out_dir, "train", f"{pe}-seed{seed}")
-               if cfg.checkpoint_every > 0 else None)
+               if tcfg.checkpoint_every > 0 else None)
     t0 = time.perf_counter()
-    result = train(model, classification_loss, ArrayBatches(prep.train, cfg.batch_size, seed=seed),
+    result = train(model, classification_loss, ArrayBatches(prep.train, tcfg.batch_size, seed=seed),
                    tcfg, out_dir=run_dir, desc=f"{pe} s{seed}",
                    run_config={"model": config.to_dict(), "pe": pe, "pooling": cfg.pooling,
                                "dataset": cfg.dataset})

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ClassificationCorpus", "TEXT_EVAL_SPLIT", "text_classification_corpus",
-           "corpus_tokenizer", "model_arrays"]
+           "corpus_tokenizer", "model_arrays", "docstring_sentences", "stream_corpus"]
 
 #: Evaluation split of each named dataset.
 TEXT_EVAL_SPLIT = {"sst2": "validation", "imdb": "test"}
@@ -173,4 +173,50 @@ def text_classification_corpus(dataset: str, cache_dir: str, *, num_positions: i
             "accuracy_note": note}
     return ClassificationCorpus(geo.tokens, geo.lengths, tok.pad_id, tok.vocab_size, None,
                                 arrays["train"], arrays["test"], num_classes,
+                                0 if keep_special else 1, info)
+
+
+def docstring_sentences(package: str | None = None) -> tuple[list[str], str]:
+    """``(sentences, source)``: the standard library's docstring sentences (``package=None``)
+    or those of an installed package (``"numpy"``), read with :mod:`ast`, never imported
+    (:mod:`posjax.data.stdlib_text`)."""
+    from posjax.data.stdlib_text import package_sentences, stdlib_sentences
+
+    if package:
+        return package_sentences(package), f"docstrings:{package}"
+    return stdlib_sentences(), "docstrings:stdlib"
+
+
+def stream_corpus(texts: Any, tokenizer: Any, num_positions: int, *, keep_special: bool = True,
+                  max_windows: int | None = None, source: str = "text") -> ClassificationCorpus:
+    """An unlabelled geometry corpus cut from one contiguous token stream.
+
+    ``texts`` are tokenised without specials and concatenated in order; the stream is cut
+    into consecutive windows (:func:`posjax.data.stdlib_text.stdlib_stream`) of
+    ``num_positions`` tokens, ``[CLS] + (n - 2) tokens + [SEP]`` when ``keep_special`` (BERT
+    inputs, model offset 0), else ``n`` bare tokens (model offset 1). Unlike sentence rows,
+    every position ``0..n-1`` then has one sample per window, so ``P_i`` at position 500 is
+    estimated from as many samples as at position 0.
+
+    Returns:
+      a :class:`ClassificationCorpus` without model arrays (``train = test = None``);
+      ``info`` holds the source, the stream size and the number of windows.
+
+    Raises:
+      ValueError: the stream is shorter than one window.
+    """
+    from posjax.data.stdlib_text import stdlib_digest, stdlib_stream
+
+    windows = stdlib_stream(tokenizer, num_positions, sentences=list(texts),
+                            specials=keep_special, max_windows=max_windows)
+    count = windows.shape[0]
+    info = {"source": source, "texts": len(texts), "texts_sha256": stdlib_digest(list(texts)),
+            "geometry_corpus": {"kind": "contiguous stream windows", "windows": int(count),
+                                "window_tokens": int(num_positions),
+                                "keep_special": keep_special},
+            "tokenizer": {"source": getattr(tokenizer, "source", str(type(tokenizer))),
+                          "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id},
+            "accuracy_note": "accuracy table skipped: a docstring stream has no labels"}
+    return ClassificationCorpus(windows, np.full(count, num_positions, np.int32),
+                                tokenizer.pad_id, tokenizer.vocab_size, None, None, None, 0,
                                 0 if keep_special else 1, info)

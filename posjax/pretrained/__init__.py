@@ -18,14 +18,16 @@ from posjax.pretrained.convert import (MaskedLMHead, PoolerHead, hf_transformer_
                                        param_count)
 from posjax.pretrained.hub import (PINNED, cache_dir, fetch, load_checkpoint, read_config,
                                    read_weights, resolve)
+from posjax.pretrained.mlm import (MaskedLMEncoder, head_arrays, head_only,
+                                   masked_position_loss, mlm_encoder, set_head)
 from posjax.pretrained.rope_config import ROPE_TYPES, rope_from_hf_config, rope_head_dim
 from posjax.pretrained.rope_export import to_hf_rope_config
 from posjax.pretrained.schedule_config import schedule_from_hf_config
 from posjax.pretrained.tables import position_table, table_offset
 from posjax.pretrained.tiny import ARCHITECTURES, write_tiny_checkpoint
 
-__all__ = ["ARCHITECTURES", "PINNED", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "cache_dir",
-           "fetch", "hf_transformer_config", "load_checkpoint", "load_hf", "param_count", "position_table", "read_config",
+__all__ = ["ARCHITECTURES", "PINNED", "MaskedLMEncoder", "MaskedLMHead", "PoolerHead", "ROPE_TYPES", "cache_dir",
+           "fetch", "head_arrays", "head_only", "hf_transformer_config", "load_checkpoint", "load_hf", "masked_position_loss", "mlm_encoder", "param_count", "position_table", "read_config",
            "read_weights", "resolve", "rope_from_hf_config", "rope_head_dim",
-           "schedule_from_hf_config", "table_offset",
+           "schedule_from_hf_config", "set_head", "table_offset",
            "to_hf_rope_config", "write_tiny_checkpoint"]

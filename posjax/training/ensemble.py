@@ -32,10 +32,10 @@ import numpy as np
 from flax import nnx
 
 from posjax._json import jsonable
-from posjax.input_checks import collect, first_error, rows_valid, stack_rows
+from posjax.input_checks import first_error, rows_valid
 from posjax.training.config import TrainConfig, make_optimizer, make_schedule
 from posjax.training.driver import check_resume_mode, drive, open_run
-from posjax.training.loop import InvalidBatch, LossFn
+from posjax.training.loop import InvalidBatch, LossFn, member_step
 from posjax.training.run_dir import run_record
 from posjax.training.step_cache import BoundedCache, StructuralStep, program_key
 
@@ -186,18 +186,10 @@ def ensemble_step_function(graphdef, loss_fn: LossFn, config: TrainConfig,
 
     def member(params, rest, opt_state, alive, batch, step, key_data, lr, wd):
         key = jax.random.fold_in(jax.random.wrap_key_data(key_data), step)
-
-        def objective(p):
-            with collect() as rows:
-                loss, metrics = loss_fn(nnx.merge(graphdef, p, rest), batch, key)
-            return loss, (metrics, stack_rows(rows))
-
-        (loss, (metrics, checks)), grads = jax.value_and_grad(objective, has_aux=True)(params)
         tx = make_optimizer(_traced_config(config, lr, wd))
-        updates, new_opt = tx.update(grads, opt_state, params)
-        new_params = jax.tree.map(lambda p, u: p + u, params, updates)
-        gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
-        ok = alive & jnp.isfinite(loss) & jnp.isfinite(gnorm)
+        new_params, new_opt, loss, metrics, finite, checks = member_step(
+            graphdef, loss_fn, tx, params, rest, opt_state, batch, key)
+        ok = alive & finite
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
         return keep(new_params, params), keep(new_opt, opt_state), ok, loss, metrics, checks
 
@@ -333,6 +325,48 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     """
     from posjax.distributed.mesh import is_main_process
 
+    members, configs, per_member = _checked_members(config, members, batches, resume, out_dir)
+    get_batch = ((lambda s: _stack_member_batches([b(s) for b in batches], s, members))
+                 if per_member else batches)
+    models, graphdef, state = _stacked_state(make_model, loss_fn, members, configs,
+                                             batches[0] if per_member else batches)
+    if vectorize is None:
+        vectorize = jax.default_backend() != "cpu"
+    state, place_batch, place_scalar = _placed(state, mesh, len(members), per_member)
+    step_fn = _cached_ensemble_step(graphdef, loss_fn, config, 0 if per_member else None,
+                                    bool(vectorize), mesh)
+    main = is_main_process()
+
+    def record() -> dict[str, Any]:
+        out = run_record(config, models[0], run_config)
+        out["members"] = json.loads(json.dumps(jsonable(members)))
+        return out
+
+    opened = open_run(out_dir, record, (state.params, state.opt_state, state.alive,
+                                        state.bad_step),
+                      resume=resume, keep=config.keep_checkpoints, main=main)
+    with opened as (run, (state.params, state.opt_state, state.alive, state.bad_step)):
+        loop = _EnsembleLoop(run, step_fn, state, members, models, eval_fn, make_schedule(config),
+                             get_batch=lambda s: place_batch(jax.tree.map(jnp.asarray,
+                                                                          get_batch(s))),
+                             place_scalar=place_scalar)
+        final = drive(run, config, step=loop.step, flush=loop.flush, save=loop.save,
+                      evaluate=loop.evaluate, publish=loop.publish, halts=(InvalidBatch,),
+                      desc=desc, main=main)
+    first_bad = loop.first_bad
+    diverged = {int(i): int(first_bad[i]) for i in np.flatnonzero(first_bad >= 0)}
+    if diverged and main:
+        print(f"{desc}: {len(diverged)} of {len(members)} members diverged and were frozen: "
+              + ", ".join(f"#{i} {members[i]} at step {s}" for i, s in sorted(diverged.items())),
+              flush=True)
+    return EnsembleResult(step=final, members=members, models=models, metrics=loop.last,
+                          diverged=diverged, evals=loop.evals, resumed_from=run.resumed,
+                          seconds=time.perf_counter() - loop.t0)
+
+
+def _checked_members(config: TrainConfig, members, batches, resume: str, out_dir):
+    """The arguments of :func:`train_ensemble` checked: ``(members as dicts, each member's
+    TrainConfig, per_member)`` (``per_member``: ``batches`` is one function per member)."""
     check_resume_mode(resume, out_dir)
     for option in ("random_positions", "pe_schedule"):
         if getattr(config, option, None) is not None:
@@ -345,138 +379,156 @@ def train_ensemble(make_model: Callable[[dict[str, Any]], nnx.Module], loss_fn: 
     per_member = not callable(batches)
     if per_member and len(batches) != len(members):
         raise ValueError(f"got {len(batches)} batch functions for {len(members)} members")
-    if per_member:
-        get_batch = lambda s: _stack_member_batches([b(s) for b in batches], s, members)
-    else:
-        get_batch = batches
+    return members, configs, per_member
 
+
+@dataclasses.dataclass
+class _StackedState:
+    """The ensemble's state, every leaf with a leading member axis ``[m, ...]``: parameters,
+    fixed variables, optimiser state, ``alive [m]`` (bool), ``bad_step [m]`` (first non-finite
+    step, -1: none), dropout key data ``keys [m, ...]``, learning rates and weight decays
+    ``[m]``."""
+
+    params: Any
+    rest: Any
+    opt_state: Any
+    alive: Any
+    bad_step: Any
+    keys: Any
+    lrs: Any
+    wds: Any
+
+
+def _stacked_state(make_model, loss_fn: LossFn, members, configs, first_batches):
+    """``(models, graphdef, _StackedState)``: one model per member (checked to run one
+    program on the first batch of ``first_batches``), their state stacked."""
     models = _build_members(make_model, members)
     splits = [nnx.split(model, nnx.Param, ...) for model in models]
-    one_batch = jax.tree.map(jnp.asarray, batches[0](0) if per_member else batches(0))
-    _check_same_program(splits, loss_fn, one_batch, members)
-    graphdef = splits[0][0]
-    params = stack_members([p for _, p, _ in splits])
-    rest = stack_members([r for _, _, r in splits])
-    opt_state = stack_members([make_optimizer(c).init(p)
-                               for c, (_, p, _) in zip(configs, splits)])
-    alive = jnp.ones(len(members), bool)
-    bad_step = jnp.full(len(members), -1, jnp.int32)  # first non-finite step per member
-    keys = jnp.stack([jax.random.key_data(jax.random.key(c.seed)) for c in configs])
-    lrs = jnp.asarray([c.learning_rate for c in configs], jnp.float32)
-    wds = jnp.asarray([c.weight_decay for c in configs], jnp.float32)
-    if vectorize is None:
-        vectorize = jax.default_backend() != "cpu"
-    schedule = make_schedule(config)
-    place_batch, place_scalar = (lambda b: b), (lambda x: x)
-    if mesh is not None:
-        from jax.sharding import NamedSharding, PartitionSpec
-        if "data" not in mesh.shape:
-            raise ValueError(f"the mesh needs a 'data' axis to split the members over, got axes "
-                             f"{tuple(mesh.shape)}")
-        if any(d.process_index != jax.process_index() for d in mesh.devices.flat):
-            raise ValueError("train_ensemble's mesh must hold only this process's devices "
-                             "(multi-process ensembles are not supported)")
-        size = mesh.shape["data"]
-        if len(members) % size:
-            raise ValueError(f"{len(members)} members cannot be split over a 'data' axis of "
-                             f"size {size}")
-        split = NamedSharding(mesh, PartitionSpec("data"))
-        replicated = NamedSharding(mesh, PartitionSpec())
-        params, rest, opt_state, alive, bad_step, keys, lrs, wds = jax.device_put(
-            (params, rest, opt_state, alive, bad_step, keys, lrs, wds), split)
-        place_batch = lambda b: jax.device_put(b, split if per_member else replicated)
-        place_scalar = lambda x: jax.device_put(x, replicated)
-    step_fn = _cached_ensemble_step(graphdef, loss_fn, config, 0 if per_member else None,
-                                    bool(vectorize), mesh)
+    _check_same_program(splits, loss_fn, jax.tree.map(jnp.asarray, first_batches(0)), members)
+    state = _StackedState(
+        params=stack_members([p for _, p, _ in splits]),
+        rest=stack_members([r for _, _, r in splits]),
+        opt_state=stack_members([make_optimizer(c).init(p)
+                                 for c, (_, p, _) in zip(configs, splits)]),
+        alive=jnp.ones(len(members), bool),
+        bad_step=jnp.full(len(members), -1, jnp.int32),
+        keys=jnp.stack([jax.random.key_data(jax.random.key(c.seed)) for c in configs]),
+        lrs=jnp.asarray([c.learning_rate for c in configs], jnp.float32),
+        wds=jnp.asarray([c.weight_decay for c in configs], jnp.float32))
+    return models, splits[0][0], state
 
-    main = is_main_process()
 
-    def record() -> dict[str, Any]:
-        out = run_record(config, models[0], run_config)
-        out["members"] = json.loads(json.dumps(jsonable(members)))
-        return out
+def _placed(state: _StackedState, mesh, count: int, per_member: bool):
+    """``(state, place_batch, place_scalar)``: with a mesh, the state split over its
+    ``"data"`` axis and placers for a step's batch (split per member, else replicated) and
+    scalars (replicated); without one, unchanged and identities."""
+    if mesh is None:
+        return state, (lambda b: b), (lambda x: x)
+    from jax.sharding import NamedSharding, PartitionSpec
+    if "data" not in mesh.shape:
+        raise ValueError(f"the mesh needs a 'data' axis to split the members over, got axes "
+                         f"{tuple(mesh.shape)}")
+    if any(d.process_index != jax.process_index() for d in mesh.devices.flat):
+        raise ValueError("train_ensemble's mesh must hold only this process's devices "
+                         "(multi-process ensembles are not supported)")
+    size = mesh.shape["data"]
+    if count % size:
+        raise ValueError(f"{count} members cannot be split over a 'data' axis of size {size}")
+    split = NamedSharding(mesh, PartitionSpec("data"))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+    state = _StackedState(**jax.device_put(fields, split))
+    return (state, lambda b: jax.device_put(b, split if per_member else replicated),
+            lambda x: jax.device_put(x, replicated))
 
-    opened = open_run(out_dir, record, (params, opt_state, alive, bad_step), resume=resume,
-                      keep=config.keep_checkpoints, main=main)
-    with opened as (run, (params, opt_state, alive, bad_step)):
-        evals: list[list[dict[str, float]]] = [[] for _ in members]
-        was_alive = np.asarray(alive)
-        first_bad = np.array(bad_step)
+
+class _EnsembleLoop:
+    """The callbacks :func:`posjax.training.driver.drive` runs for an ensemble (``step``,
+    ``flush``, ``save``, ``evaluate``, ``publish``) and what they track: per member the last
+    logged metrics, the eval rows, ``first_bad`` (first non-finite step, -1: none)."""
+
+    def __init__(self, run, step_fn, state: _StackedState, members, models, eval_fn, schedule,
+                 *, get_batch, place_scalar):
+        self.run, self.step_fn, self.state, self.members, self.models = (run, step_fn, state,
+                                                                         members, models)
+        self.eval_fn, self.schedule = eval_fn, schedule
+        self.get_batch, self.place_scalar = get_batch, place_scalar
+        self.evals: list[list[dict[str, float]]] = [[] for _ in members]
+        self.was_alive = np.asarray(state.alive)
+        self.first_bad = np.array(state.bad_step)
         logged = {k: v for k, v in (run.last_row or {}).items()
                   if k not in ("step", "lr", "time", "alive") and isinstance(v, list)
                   and len(v) == len(members)}  # a resumed run's last logged metrics
-        last: list[dict[str, float]] = [{k: float(v[i]) for k, v in logged.items()}
-                                        for i in range(len(members))]
-        pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array, jax.Array]] = []
-        t0 = time.perf_counter()
+        self.last: list[dict[str, float]] = [{k: float(v[i]) for k, v in logged.items()}
+                                             for i in range(len(members))]
+        self.pending: list[tuple[int, jax.Array, Any, jax.Array, jax.Array, jax.Array]] = []
+        self.t0 = time.perf_counter()
         # the state after `good_step` steps, with `good_alive`/`good_bad`: what a refused step
         # (bad input) leaves in params/opt_state/alive
-        good_step, good_alive, good_bad = run.start, was_alive.copy(), first_bad.copy()
-        ok = place_scalar(jnp.asarray(True))
+        self.good = (run.start, self.was_alive.copy(), self.first_bad.copy())
+        self.ok = place_scalar(jnp.asarray(True))
 
-        def step(s: int) -> None:
-            nonlocal params, opt_state, alive, ok
-            batch = place_batch(jax.tree.map(jnp.asarray, get_batch(s)))
-            params, opt_state, alive, loss, metrics, ok, checks = step_fn(
-                params, rest, opt_state, alive, batch, place_scalar(jnp.asarray(s, jnp.int32)),
-                keys, lrs, wds, ok)
-            pending.append((s, loss, metrics, alive, ok, checks))
+    def step(self, s: int) -> None:
+        st = self.state
+        st.params, st.opt_state, st.alive, loss, metrics, self.ok, checks = self.step_fn(
+            st.params, st.rest, st.opt_state, st.alive, self.get_batch(s),
+            self.place_scalar(jnp.asarray(s, jnp.int32)), st.keys, st.lrs, st.wds, self.ok)
+        self.pending.append((s, loss, metrics, st.alive, self.ok, checks))
 
-        def save(s: int) -> None:
-            run.save(s, (params, opt_state, alive, jnp.asarray(first_bad)))
+    def save(self, s: int) -> None:
+        st = self.state
+        self.run.save(s, (st.params, st.opt_state, st.alive, jnp.asarray(self.first_bad)))
 
-        def publish() -> None:
-            for i, model in enumerate(models):
-                nnx.update(model, _member(params, i))
+    def publish(self) -> None:
+        for i, model in enumerate(self.models):
+            nnx.update(model, _member(self.state.params, i))
 
-        def evaluate(s: int) -> None:
-            if eval_fn is None:
-                return
-            publish()
-            for i, model in enumerate(models):
-                row = {"step": s, **{f"eval/{k}": float(v) for k, v in eval_fn(model).items()}}
-                evals[i].append(row)
-                run.write({"member": i, **row})
+    def evaluate(self, s: int) -> None:
+        if self.eval_fn is None:
+            return
+        self.publish()
+        for i, model in enumerate(self.models):
+            row = {"step": s, **{f"eval/{k}": float(v) for k, v in self.eval_fn(model).items()}}
+            self.evals[i].append(row)
+            self.run.write({"member": i, **row})
 
-        def flush(bar) -> None:
-            nonlocal was_alive, last, first_bad, good_step, good_alive, good_bad
-            for s, loss, metrics, alive_s, applied, checks in pending:
-                if not bool(applied):
-                    # this step and the later ones were refused for every member (``ok`` chain)
-                    first_bad, was_alive = good_bad, good_alive
-                    save(good_step)
-                    pending.clear()
-                    checks = np.asarray(checks)
-                    bad = [(i, first_error(checks[i])) for i in range(len(members))]
-                    i, error = next((i, e) for i, e in bad if e is not None)
-                    raise InvalidBatch(f"{error} in the batch of member {i} ({members[i]}) at "
-                                       f"step {s}: training stopped{run.where(good_step)}")
-                ok_s = np.asarray(alive_s)
-                for i in np.flatnonzero(was_alive & ~ok_s):
-                    first_bad[i] = s
-                    run.write({"step": s, "member": int(i), "diverged": True,
-                               "loss": float(np.asarray(loss)[i])})
-                was_alive = was_alive & ok_s
-                good_step, good_alive, good_bad = s + 1, was_alive.copy(), first_bad.copy()
-            if pending:
-                s, loss, metrics = pending[-1][:3]
-                values = {"loss": np.asarray(loss), **{k: np.asarray(v) for k, v in metrics.items()}}
-                last = [{k: float(v[i]) for k, v in values.items()} for i in range(len(members))]
-                run.write({"step": s + 1, "lr": float(schedule(s)),
-                           **{k: v.tolist() for k, v in values.items()},
-                           "alive": was_alive.tolist(), "time": round(time.perf_counter() - t0, 3)})
-                live = values["loss"][was_alive]
-                bar.set_postfix(loss=f"{live.mean():.4f}" if live.size else "n/a",
-                                alive=f"{int(was_alive.sum())}/{len(members)}")
-            pending.clear()
+    def flush(self, bar) -> None:
+        for s, loss, metrics, alive_s, applied, checks in self.pending:
+            if not bool(applied):
+                self._stop_on_bad_input(s, checks)
+            ok_s = np.asarray(alive_s)
+            for i in np.flatnonzero(self.was_alive & ~ok_s):
+                self.first_bad[i] = s
+                self.run.write({"step": s, "member": int(i), "diverged": True,
+                                "loss": float(np.asarray(loss)[i])})
+            self.was_alive = self.was_alive & ok_s
+            self.good = (s + 1, self.was_alive.copy(), self.first_bad.copy())
+        if self.pending:
+            self._log(bar, *self.pending[-1][:3])
+        self.pending.clear()
 
-        final = drive(run, config, step=step, flush=flush, save=save, evaluate=evaluate,
-                      publish=publish, halts=(InvalidBatch,), desc=desc, main=main)
-    diverged = {int(i): int(first_bad[i]) for i in np.flatnonzero(first_bad >= 0)}
-    if diverged and main:
-        print(f"{desc}: {len(diverged)} of {len(members)} members diverged and were frozen: "
-              + ", ".join(f"#{i} {members[i]} at step {s}" for i, s in sorted(diverged.items())),
-              flush=True)
-    return EnsembleResult(step=final, members=members, models=models, metrics=last,
-                          diverged=diverged, evals=evals, resumed_from=run.resumed,
-                          seconds=time.perf_counter() - t0)
+    def _stop_on_bad_input(self, s: int, checks) -> None:
+        """Step ``s`` and the later ones were refused for every member (``ok`` chain): save the
+        last good state and raise InvalidBatch naming the first member with a bad input."""
+        good_step, good_alive, good_bad = self.good
+        self.first_bad, self.was_alive = good_bad, good_alive
+        self.save(good_step)
+        self.pending.clear()
+        checks = np.asarray(checks)
+        bad = [(i, first_error(checks[i])) for i in range(len(self.members))]
+        i, error = next((i, e) for i, e in bad if e is not None)
+        raise InvalidBatch(f"{error} in the batch of member {i} ({self.members[i]}) at "
+                           f"step {s}: training stopped{self.run.where(good_step)}")
+
+    def _log(self, bar, s: int, loss, metrics) -> None:
+        """One log row (lists indexed by member) for step ``s`` and the progress bar."""
+        n = len(self.members)
+        values = {"loss": np.asarray(loss), **{k: np.asarray(v) for k, v in metrics.items()}}
+        self.last = [{k: float(v[i]) for k, v in values.items()} for i in range(n)]
+        self.run.write({"step": s + 1, "lr": float(self.schedule(s)),
+                        **{k: v.tolist() for k, v in values.items()},
+                        "alive": self.was_alive.tolist(),
+                        "time": round(time.perf_counter() - self.t0, 3)})
+        live = values["loss"][self.was_alive]
+        bar.set_postfix(loss=f"{live.mean():.4f}" if live.size else "n/a",
+                        alive=f"{int(self.was_alive.sum())}/{n}")

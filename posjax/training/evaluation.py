@@ -1,5 +1,7 @@
-"""Evaluation shared by the experiments: fixed-shape batched inference, classification
-predictions and per-group accuracy, masked next-token loss and teacher-forced exact match.
+"""Evaluation shared by the experiments: fixed-shape batched inference (``map_in_batches`` maps
+any function of arrays, ``apply_in_batches`` applies a model through a shared compiled program),
+classifier accuracy and loss, class predictions and per-group accuracy, and teacher-forced exact
+match.
 
 Every batched function pads the last batch to the batch size (repeating its first row) so a
 dataset of any size compiles one program, and drops the padded rows from the result.
@@ -14,12 +16,16 @@ import numpy as np
 import optax
 from flax import nnx
 
+from posjax.input_checks import check_range, collect, first_error, stack_rows
+from posjax.training.data import iterate
 from posjax.training.step_cache import BoundedCache, StructuralStep
 
 
-def batched_apply(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
+def map_in_batches(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
                   batch: int = 256) -> np.ndarray:
-    """``fn(**batch_of_arrays) -> [b, ...]`` over fixed-size batches, concatenated ``[n, ...]``.
+    """Host-side map of ``fn(**batch_of_arrays) -> [b, ...]`` over fixed-size batches of
+    ``arrays``, results concatenated ``[n, ...]`` as NumPy (no model involved; see
+    :func:`apply_in_batches` for a model).
 
     Args:
       fn: a (jitted) function of keyword arrays with a leading batch axis.
@@ -28,10 +34,10 @@ def batched_apply(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
     """
     sizes = {k: len(v) for k, v in arrays.items()}
     if not sizes or len(set(sizes.values())) != 1:
-        raise ValueError(f"batched_apply needs equally long arrays, got lengths {sizes}")
+        raise ValueError(f"map_in_batches needs equally long arrays, got lengths {sizes}")
     n = next(iter(sizes.values()))
     if n == 0:
-        raise ValueError("batched_apply got an empty dataset")
+        raise ValueError("map_in_batches got an empty dataset")
     if batch <= 0:
         raise ValueError(f"batch must be positive, got {batch}")
     batch = min(batch, n)
@@ -46,28 +52,29 @@ def batched_apply(fn: Callable[..., Any], arrays: Mapping[str, np.ndarray], *,
     return np.concatenate(out)
 
 
-def apply_batched(model: nnx.Module, fn: Callable[..., jax.Array],
+def apply_in_batches(model: nnx.Module, fn: Callable[..., jax.Array],
                   arrays: Mapping[str, np.ndarray], *, batch: int = 256) -> np.ndarray:
-    """``fn(model, **arrays) -> [b, ...]`` over fixed-size batches, concatenated ``[n, ...]``.
+    """Apply ``model`` through ``fn(model, **arrays) -> [b, ...]`` over fixed-size batches
+    (:func:`map_in_batches`), concatenated ``[n, ...]``.
 
     The jitted program is shared, through the structural step cache, by every model of the same
     computation (e.g. all members of an ensemble): evaluating M such models compiles once.
     """
     graphdef, state = nnx.split(model)
     run = _program(graphdef, fn)
-    return batched_apply(lambda **kw: run(state, kw), arrays, batch=batch)
+    return map_in_batches(lambda **kw: run(state, kw), arrays, batch=batch)
 
 
-_ARGMAX: dict[Any, Callable] = {}
+# logits_fn -> its argmax function, one object per logits_fn so the program cache below hits
+_ARGMAX = BoundedCache(64)
 
 
 def predict_classes(model: nnx.Module, logits_fn: Callable[..., jax.Array],
                     arrays: Mapping[str, np.ndarray], *, batch: int = 512) -> np.ndarray:
     """Argmax class per example ``[n]`` of ``logits_fn(model, **arrays) -> [b, classes]``
-    (deterministic mode is the caller's ``logits_fn``'s business); see :func:`apply_batched`."""
-    if logits_fn not in _ARGMAX:
-        _ARGMAX[logits_fn] = lambda m, **kw: jnp.argmax(logits_fn(m, **kw), -1)
-    return apply_batched(model, _ARGMAX[logits_fn], arrays, batch=batch)
+    (deterministic mode is the caller's ``logits_fn``'s business); see :func:`apply_in_batches`."""
+    argmax = _ARGMAX.get(logits_fn, lambda: lambda m, **kw: jnp.argmax(logits_fn(m, **kw), -1))
+    return apply_in_batches(model, argmax, arrays, batch=batch)
 
 
 _PROGRAMS = BoundedCache(64)
@@ -80,6 +87,41 @@ def _program(graphdef, fn):
         return fn(nnx.merge(graphdef, state), **arrays)
 
     return _PROGRAMS.get((graphdef, fn), lambda: StructuralStep(jax.jit(run)))
+
+
+def evaluate_classifier(model: nnx.Module, arrays: Mapping[str, Any], *, batch_size: int = 256
+                        ) -> dict[str, float]:
+    """Accuracy and mean loss of a classifier over a dataset dict (deterministic mode).
+
+    Raises:
+      ValueError: a token id, position or label out of range, named with its batch, e.g.
+        ``token id 99 >= vocab_size 16 in evaluation batch 0 (examples 0..255)``.
+    """
+    graphdef, state = nnx.split(model)
+
+    @jax.jit
+    def scores(state, batch):
+        m = nnx.merge(graphdef, state)
+        with collect() as rows:
+            logits = m(batch["tokens"], positions=batch.get("positions"),
+                       padding_mask=batch.get("padding_mask"), deterministic=True)
+            check_range(batch["labels"], logits.shape[-1], what="label", limit_name="num_classes")
+        losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"])
+        return losses.sum(), (jnp.argmax(logits, -1) == batch["labels"]).sum(), stack_rows(rows)
+
+    total_loss, correct, count = 0.0, 0, 0
+    for index, batch in enumerate(iterate(arrays, batch_size)):
+        loss, hits, checks = scores(state, jax.tree.map(jnp.asarray, batch))
+        error = first_error(checks)
+        if error is not None:
+            raise ValueError(f"{error} in evaluation batch {index} (examples {count}.."
+                             f"{count + len(batch['labels']) - 1})")
+        total_loss += float(loss)
+        correct += int(hits)
+        count += len(batch["labels"])
+    if count == 0:
+        raise ValueError("evaluate_classifier got an empty dataset")
+    return {"accuracy": correct / count, "loss": total_loss / count}
 
 
 def group_accuracy(predictions: np.ndarray, labels: np.ndarray,
@@ -99,46 +141,13 @@ def group_accuracy(predictions: np.ndarray, labels: np.ndarray,
     return out
 
 
-def masked_lm_loss(model: nnx.Module, batch: Mapping[str, jax.Array], key: jax.Array):
-    """Next-token cross-entropy of a :class:`posjax.models.LanguageModel` on the positions
-    marked by ``batch["loss_mask"]`` (the mask marks the tokens to predict).
-
-    Args:
-      batch: ``tokens [B, T]`` and ``loss_mask [B, T]`` (bool or 0/1; default: the
-        ``padding_mask``, else every token); optionally ``positions``, ``padding_mask`` and
-        ``segment_ids`` (packed rows from :func:`posjax.training.pack_sequences`), passed to the
-        model. With segment ids a token is never a target of the previous segment's last token,
-        and padding (``padding_mask`` False) is never a target.
-      key: dropout key.
-
-    Returns:
-      ``(mean loss over masked targets, {"token_accuracy": ...})``.
-    """
-    tokens = batch["tokens"]
-    extras = {k: batch[k] for k in ("positions", "padding_mask", "segment_ids") if k in batch}
-    logits = model(tokens, deterministic=False, rngs=nnx.Rngs(dropout=key), **extras)[:, :-1]
-    mask = batch.get("loss_mask", batch.get("padding_mask"))
-    mask = jnp.ones(tokens.shape, bool) if mask is None else jnp.asarray(mask).astype(bool)
-    mask = mask[:, 1:]
-    if "padding_mask" in batch:
-        mask = mask & jnp.asarray(batch["padding_mask"], bool)[:, 1:]
-    if "segment_ids" in batch:
-        seg = jnp.asarray(batch["segment_ids"])
-        mask = mask & (seg[:, 1:] == seg[:, :-1])  # same segment as the predicting token
-    targets, mask = tokens[:, 1:], mask.astype(jnp.float32)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-    count = jnp.maximum(mask.sum(), 1.0)
-    hits = (jnp.argmax(logits, -1) == targets).astype(jnp.float32) * mask
-    return (ce * mask).sum() / count, {"token_accuracy": hits.sum() / count}
-
-
 def lm_exact_match(model: nnx.Module, tokens: np.ndarray, loss_mask: np.ndarray, *,
                    batch: int = 256) -> np.ndarray:
     """Per sequence ``[n]`` (bool): every masked next token is the model's argmax given the gold
     prefix, in one causal forward pass. For a causal model this equals greedy-decoding exact
     match of the masked span: greedy reproduces the span exactly when each of its tokens is the
     argmax after the gold (= so far generated) prefix."""
-    return apply_batched(model, _exact_match, {"tokens": tokens, "loss_mask": loss_mask},
+    return apply_in_batches(model, _exact_match, {"tokens": tokens, "loss_mask": loss_mask},
                          batch=batch)
 
 

@@ -50,6 +50,34 @@ class TrainResult:
     seconds: float
 
 
+def member_step(graphdef, loss_fn: LossFn, tx, params, rest, opt_state, batch, key):
+    """The step body of one model, shared by :func:`step_function` and the ensemble step
+    (:func:`posjax.training.ensemble_step_function`, which maps it over members).
+
+    Args:
+      graphdef, params, rest: the model as ``nnx.split(model, nnx.Param, ...)``.
+      loss_fn: ``(model, batch, key) -> (scalar loss, metrics)``.
+      tx: the optax optimiser; ``opt_state`` its state for ``params``.
+      batch: the step's batch; ``key``: its dropout key.
+
+    Returns:
+      ``(new_params, new_opt_state, loss, metrics, finite, checks)``: the candidate update
+      (``params + tx.update(grads)``), ``finite`` (scalar bool: loss and gradient norm are
+      finite) and the input-range rows ``checks [n, 4]`` (:func:`posjax.input_checks.check_range`)
+      recorded by the loss. Whether to apply the update is the caller's decision.
+    """
+    def objective(p):
+        with collect() as rows:
+            loss, metrics = loss_fn(nnx.merge(graphdef, p, rest), batch, key)
+        return loss, (metrics, stack_rows(rows))
+
+    (loss, (metrics, checks)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+    updates, new_opt = tx.update(grads, opt_state, params)
+    new_params = jax.tree.map(lambda p, u: p + u, params, updates)
+    gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+    return new_params, new_opt, loss, metrics, jnp.isfinite(loss) & jnp.isfinite(gnorm), checks
+
+
 def step_function(graphdef, loss_fn: LossFn, tx):
     """The jitted step ``(params, rest, opt_state, batch, step, base_key, ok=True) -> (params,
     opt_state, loss, metrics, applied, checks)``.
@@ -66,17 +94,9 @@ def step_function(graphdef, loss_fn: LossFn, tx):
     @jax.jit
     def step_fn(params, rest, opt_state, batch, step, base_key, ok=True):
         key = jax.random.fold_in(base_key, step)
-
-        def objective(p):
-            with collect() as rows:
-                loss, metrics = loss_fn(nnx.merge(graphdef, p, rest), batch, key)
-            return loss, (metrics, stack_rows(rows))
-
-        (loss, (metrics, checks)), grads = jax.value_and_grad(objective, has_aux=True)(params)
-        updates, new_opt = tx.update(grads, opt_state, params)
-        new_params = jax.tree.map(lambda p, u: p + u, params, updates)
-        gnorm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
-        applied = ok & jnp.isfinite(loss) & jnp.isfinite(gnorm) & rows_valid(checks)
+        new_params, new_opt, loss, metrics, finite, checks = member_step(
+            graphdef, loss_fn, tx, params, rest, opt_state, batch, key)
+        applied = ok & finite & rows_valid(checks)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(applied, a, b), new, old)
         return keep(new_params, params), keep(new_opt, opt_state), loss, metrics, applied, checks
 

@@ -1,16 +1,16 @@
-"""Standard losses and evaluation helpers for the heads in :mod:`posjax.models`."""
+"""Standard losses for the heads in :mod:`posjax.models`: classification (packed rows
+included) and masked next-token cross-entropy."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from posjax.input_checks import check_range, collect, first_error, stack_rows
+from posjax.input_checks import check_range
 from posjax.models.packing import segment_runs
-from posjax.training.data import iterate
 
 
 def classification_loss(model: nnx.Module, batch: Mapping[str, jax.Array], key: jax.Array,
@@ -64,36 +64,34 @@ def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return jnp.mean(jnp.argmax(logits, -1) == labels)
 
 
-def evaluate_classifier(model: nnx.Module, arrays: Mapping[str, Any], *, batch_size: int = 256
-                        ) -> dict[str, float]:
-    """Accuracy and mean loss of a classifier over a dataset dict (deterministic mode).
+def masked_lm_loss(model: nnx.Module, batch: Mapping[str, jax.Array], key: jax.Array):
+    """Next-token cross-entropy of a :class:`posjax.models.LanguageModel` on the positions
+    marked by ``batch["loss_mask"]`` (the mask marks the tokens to predict).
 
-    Raises:
-      ValueError: a token id, position or label out of range, named with its batch, e.g.
-        ``token id 99 >= vocab_size 16 in evaluation batch 0 (examples 0..255)``.
+    Args:
+      batch: ``tokens [B, T]`` and ``loss_mask [B, T]`` (bool or 0/1; default: the
+        ``padding_mask``, else every token); optionally ``positions``, ``padding_mask`` and
+        ``segment_ids`` (packed rows from :func:`posjax.training.pack_sequences`), passed to the
+        model. With segment ids a token is never a target of the previous segment's last token,
+        and padding (``padding_mask`` False) is never a target.
+      key: dropout key.
+
+    Returns:
+      ``(mean loss over masked targets, {"token_accuracy": ...})``.
     """
-    graphdef, state = nnx.split(model)
-
-    @jax.jit
-    def scores(state, batch):
-        m = nnx.merge(graphdef, state)
-        with collect() as rows:
-            logits = m(batch["tokens"], positions=batch.get("positions"),
-                       padding_mask=batch.get("padding_mask"), deterministic=True)
-            check_range(batch["labels"], logits.shape[-1], what="label", limit_name="num_classes")
-        losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"])
-        return losses.sum(), (jnp.argmax(logits, -1) == batch["labels"]).sum(), stack_rows(rows)
-
-    total_loss, correct, count = 0.0, 0, 0
-    for index, batch in enumerate(iterate(arrays, batch_size)):
-        loss, hits, checks = scores(state, jax.tree.map(jnp.asarray, batch))
-        error = first_error(checks)
-        if error is not None:
-            raise ValueError(f"{error} in evaluation batch {index} (examples {count}.."
-                             f"{count + len(batch['labels']) - 1})")
-        total_loss += float(loss)
-        correct += int(hits)
-        count += len(batch["labels"])
-    if count == 0:
-        raise ValueError("evaluate_classifier got an empty dataset")
-    return {"accuracy": correct / count, "loss": total_loss / count}
+    tokens = batch["tokens"]
+    extras = {k: batch[k] for k in ("positions", "padding_mask", "segment_ids") if k in batch}
+    logits = model(tokens, deterministic=False, rngs=nnx.Rngs(dropout=key), **extras)[:, :-1]
+    mask = batch.get("loss_mask", batch.get("padding_mask"))
+    mask = jnp.ones(tokens.shape, bool) if mask is None else jnp.asarray(mask).astype(bool)
+    mask = mask[:, 1:]
+    if "padding_mask" in batch:
+        mask = mask & jnp.asarray(batch["padding_mask"], bool)[:, 1:]
+    if "segment_ids" in batch:
+        seg = jnp.asarray(batch["segment_ids"])
+        mask = mask & (seg[:, 1:] == seg[:, :-1])  # same segment as the predicting token
+    targets, mask = tokens[:, 1:], mask.astype(jnp.float32)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+    count = jnp.maximum(mask.sum(), 1.0)
+    hits = (jnp.argmax(logits, -1) == targets).astype(jnp.float32) * mask
+    return (ce * mask).sum() / count, {"token_accuracy": hits.sum() / count}

@@ -119,6 +119,21 @@ def test_every_registered_pe_has_a_paper_and_valid_hooks():
         assert dataclasses.is_dataclass(entry.options)
 
 
+def test_every_pe_module_has_its_own_test_file_with_a_numpy_reference():
+    """tests/encodings/test_<module>.py exists for every module that registers a PE, cites a
+    paper and compares against NumPy (an independent computation, not only the shared checks)."""
+    import pathlib
+    here = pathlib.Path(__file__).parent
+    missing, weak = [], []
+    for module in sorted({pe_lib.info(n).module.__module__.rsplit(".", 1)[1] for n in pe_lib.names()}):
+        path = here / f"test_{module}.py"
+        if not path.exists():
+            missing.append(path.name)
+        elif not ("arXiv" in (text := path.read_text()) and "np.testing" in text):
+            weak.append(path.name)
+    assert not missing and not weak, (missing, weak)
+
+
 def test_options_are_hashable_even_from_json_lists_and_dicts():
     # model graphs (hence PE options) are cache keys of the compiled train steps
     built = [pe_lib.make("lape", d_model=16, max_len=8, base_options={"init": "normal", "std": 1.0}),

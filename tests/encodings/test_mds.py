@@ -21,3 +21,30 @@ def test_mds_model_coords_refuses_bad_shapes():
         mds_model_coords(np.zeros(4), 3)
     with pytest.raises(ValueError, match="max_len"):
         mds_model_coords(np.zeros((3, 2)), 0)
+
+
+def test_one_class_registry_and_create_give_the_papers_table():
+    """arXiv 2604.05217, Algorithm 1 (minimal parametrisation): with the "pad" lift the table
+    A W^T is the rank-r coordinates X_r in the first r dims and 0 elsewhere; the registry
+    (n = max_len, rows past the coordinates zero) and ``create`` build the same class."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    import posjax.encodings as pe
+    from posjax.encodings.mds import MDSEncoding, MDSOptions
+
+    assert pe.info("mds").module is MDSEncoding and pe.info("mds").options is MDSOptions
+    X = np.random.default_rng(0).normal(size=(6, 3))
+    reg = pe.make("mds", d_model=8, max_len=9, coords=X, rank=2, rngs=nnx.Rngs(0))
+    want = np.zeros((9, 8))
+    want[:6, :2] = X[:, :2]
+    np.testing.assert_allclose(np.asarray(reg.full_table()), want, atol=1e-6)
+    direct = MDSEncoding.create(6, 8, coords=X, rank=2, rngs=nnx.Rngs(0))
+    assert type(direct) is type(reg) and direct.param_count() == (6 * 8, 2 * (6 + 8))
+    np.testing.assert_allclose(np.asarray(direct.embed(jnp.zeros((1, 6, 8)), jnp.arange(6))[0]),
+                               want[:6], atol=1e-6)
+    with pytest.raises(ValueError, match="columns"):
+        pe.make("mds", d_model=8, max_len=9, coords=X, rank=4)
+    with pytest.raises(AttributeError, match="merged into MDSEncoding"):
+        from posjax.encodings import mds
+        mds.RegisteredMDS

@@ -7,6 +7,7 @@ import pytest
 
 from posjax.encodings.p_rope import p_rope_frequencies, p_rope_pairs
 from posjax.encodings.rope import rope_frequencies
+from _np_refs import np_rotate, random_qk
 from _pe_checks import (assert_cache_and_packing, make, rotated_logits, shift_gap,
                         train_one_step)
 
@@ -40,6 +41,22 @@ def test_frequencies_keep_the_highest_fraction():
                                                                    jnp.arange(5)[None])[0]
     keep = np.r_[6:8, 14:16]
     np.testing.assert_array_equal(np.asarray(out)[..., keep], np.asarray(q)[..., keep])
+
+
+@pytest.mark.parametrize("p,interleaved", [(0.75, False), (0.5, True), (0.3, False)])
+def test_rotation_matches_a_numpy_transcription(p, interleaved):
+    """arXiv 2410.06205, Sec. 6: keep the highest floor(p d/2) RoPE frequencies
+    theta_k = base^(-2k/d), set the others to 0 (those pairs are not rotated)."""
+    theta = 10000.0 ** (-2.0 * np.arange(8) / 16)
+    theta[int(np.floor(p * 8 + 1e-9)):] = 0.0
+    q, k = random_qk(8, 1, 6, 1, 16)
+    pos = np.array([[0, 1, 5, 12, 40, 63]])
+    pe = make("p_rope", p=p, interleaved=interleaved, head_dim=16, num_heads=1)
+    qr, kr = pe.rotate(jnp.asarray(q, jnp.float32), jnp.asarray(k, jnp.float32), jnp.asarray(pos),
+                       jnp.asarray(pos))
+    ang = pos[..., None, None] * theta
+    np.testing.assert_allclose(np.asarray(qr), np_rotate(q, ang, interleaved=interleaved), atol=2e-5)
+    np.testing.assert_allclose(np.asarray(kr), np_rotate(k, ang, interleaved=interleaved), atol=2e-5)
 
 
 def test_relative_and_norm_preserving():

@@ -58,7 +58,7 @@ def test_cli_help_and_one_line_errors(capsys):
     with pytest.raises(SystemExit) as e:
         ft.main(["--help"])
     assert e.value.code == 0 and "--preset" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="unknown key 'epochs'; valid keys: model"):
+    with pytest.raises(ValueError, match="unknown key 'epochs'; valid keys: pretrained"):
         ft.main(["--preset", "gpu", "--set", "epochs=3", "--out", "/tmp/unused_ft"])
     with pytest.raises(ValueError, match="unknown PE"):
         ft.main(["--preset", "gpu", "--pes", "learned,t6", "--out", "/tmp/unused_ft"])
@@ -77,14 +77,20 @@ def test_config_errors():
         ft.make_config("gpu", epochs=3)
     assert ft.make_config("paper", dataset="imdb").max_len == 512
     assert ft.make_config("paper", dataset="imdb", max_len=256).max_len == 256
-    assert ft.make_config("paper").max_len == 64 and ft.make_config("gpu").steps == 500
+    assert ft.make_config("paper").max_len == 64 and ft.make_config("gpu").train.steps == 500
     assert ft.make_config("quick") == ft.PRESETS["quick"]
+    with pytest.raises(ValueError, match="did you mean train.steps"):
+        ft.make_config("gpu", steps=3)
+    with pytest.raises(ValueError, match="did you mean train.steps"):
+        ft.main(["--preset", "gpu", "--set", "steps=3", "--out", "/tmp/unused_ft"])
+    paper = ft.make_config("paper", dataset="imdb", train={"learning_rate": 1e-5})
+    assert (paper.train.steps, paper.train.learning_rate) == (2350, 1e-5)
 
 
 @pytest.mark.slow
 def test_quick_preset_end_to_end(tmp_path):
     res = ft.main(["--quick", "--out", str(tmp_path), "--seeds", "2", "--pes", "learned,none",
-                   "--set", "steps=3"])
+                   "--set", "train.steps=3"])
     assert [s["pe"] for s in res["summary"]] == ["learned", "none"]
     assert res["seeds"] == [0, 1] and len(res["summary"][1]["accuracy"]["values"]) == 2
     assert res["stress"]["none"]["raw"] == pytest.approx(1.0)  # all-equal distances: E = 0
@@ -98,7 +104,7 @@ def test_swapped_sinusoid_matches_the_checkpoint_table_norm(tmp_path):
     from posjax.pretrained import position_table, write_tiny_checkpoint
 
     ckpt = write_tiny_checkpoint(tmp_path / "b", "bert", hidden_size=32, max_positions=40)
-    cfg = ft.make_config("quick", model=str(ckpt), max_len=24)
+    cfg = ft.make_config("quick", pretrained=str(ckpt), max_len=24)
     target = ft.table_norm(cfg)
     assert target == pytest.approx(np.linalg.norm(position_table(ckpt)[:24], axis=1).mean())
     sin = pe.make("sinusoidal", d_model=32, max_len=24, scale=target / math.sqrt(16))

@@ -9,14 +9,17 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: `experiments`
-from experiments.long_context import LCConfig, PRESETS, QUICK_PES, data, report, run  # noqa: E402
-from experiments.common import parse_set  # noqa: E402
+from experiments.long_context import (LongContextConfig, PRESETS, QUICK_PES, data,  # noqa: E402
+                                      report, run)
+from experiments.common import apply_overrides, parse_set  # noqa: E402
 
-TINY = LCConfig(dataset="synthetic", vocab_size=48, corpus_tokens=12_000, pes=("rope",),
-                scalings=("rope_linear",), train_length=16, eval_factors=(1, 2), steps=4,
-                batch_size=8, num_layers=1, d_model=16, num_heads=2, d_ff=32, seeds=2, trials=2,
-                eval_rows=2, attention_rows=1, geometry_windows=40, key_length=1, num_symbols=4,
-                depths=(0.0, 1.0), warmup_steps=1)
+TINY = apply_overrides(LongContextConfig(), parse_set(LongContextConfig, [
+    "dataset=synthetic", "vocab_size=48", "corpus_tokens=12000", "pes=rope",
+    "scalings=rope_linear", "train_length=16", "eval_factors=1,2", "train.steps=4",
+    "train.batch_size=8", "model.num_layers=1", "model.d_model=16", "model.num_heads=2",
+    "model.d_ff=32", "seeds=2", "trials=2", "eval_rows=2", "attention_rows=1",
+    "geometry_windows=40", "key_length=1", "num_symbols=4", "depths=0.0,1.0",
+    "train.warmup_steps=1"]))
 
 
 def _walk(x, path=""):
@@ -128,9 +131,19 @@ def test_presets_and_set():
     q = PRESETS["quick"]
     assert q.pes == QUICK_PES and q.train_length == 32 and q.vocab_size <= 2000
     assert q.seeds >= 3 and len(PRESETS["cpu"].pes) >= 12
-    assert parse_set(LCConfig, ["pes=none,xpos", "scalings="]) == {"pes": ("none", "xpos"),
-                                                                   "scalings": ()}
+    assert parse_set(LongContextConfig, ["pes=none,xpos", "scalings="]) == {
+        "pes": ("none", "xpos"), "scalings": ()}
+    assert parse_set(LongContextConfig, ["model.d_model=32", "train.steps=7"]) == {
+        "model": {"d_model": 32}, "train": {"steps": 7}}
+    with pytest.raises(ValueError, match="did you mean model.d_model"):
+        parse_set(LongContextConfig, ["d_model=32"])
+    with pytest.raises(ValueError, match="did you mean train.steps"):
+        parse_set(LongContextConfig, ["steps=32"])
+    with pytest.raises(ValueError, match="model.max_len is decided per PE"):
+        apply_overrides(q, {"model": {"max_len": 64}})
+    assert (PRESETS["gpu"].model.d_model, PRESETS["gpu"].train.steps, q.train.steps) == (128, 3000,
+                                                                                        300)
     with pytest.raises(ValueError, match="unknown PE"):
-        LCConfig(pes=("nope_not_a_pe",))
+        LongContextConfig(pes=("nope_not_a_pe",))
     with pytest.raises(ValueError, match="rope"):
-        LCConfig(pes=("none",))
+        LongContextConfig(pes=("none",))

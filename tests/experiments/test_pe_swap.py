@@ -12,42 +12,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `
 from experiments import pe_swap as ps
 
 
-def test_mask_windows_bert_recipe():
-    rng = np.random.default_rng(0)
-    V, n, k = 50, 20, 5
-    windows = rng.integers(5, V, (400, n)).astype(np.int32)
-    windows[:, 0], windows[:, -1] = 2, 3
-    b = ps.mask_windows(windows, k, vocab_size=V, mask_id=4, special=(0, 1, 2, 3, 4),
-                        rng=np.random.default_rng(1))
-    assert b["where"].shape == b["targets"].shape == (400, k)
-    assert (b["where"] >= 1).all() and (b["where"] <= n - 2).all()
-    assert (np.diff(b["where"], axis=1) > 0).all()  # k distinct positions per row
-    np.testing.assert_array_equal(b["targets"], np.take_along_axis(windows, b["where"], 1))
-    untouched = np.ones_like(windows, bool)
-    np.put_along_axis(untouched, b["where"], False, 1)
-    np.testing.assert_array_equal(b["tokens"][untouched], windows[untouched])
-    new = np.take_along_axis(b["tokens"], b["where"], 1)
-    share = np.mean(new == 4)
-    assert 0.76 < share < 0.84  # 80 % [MASK]
-    replaced = new[(new != 4) & (new != b["targets"])]
-    assert replaced.size and (replaced >= 5).all()  # random tokens are never specials
-    again = ps.mask_windows(windows, k, vocab_size=V, mask_id=4, special=(0, 1, 2, 3, 4),
-                            rng=np.random.default_rng(1))
-    np.testing.assert_array_equal(again["tokens"], b["tokens"])
-    with pytest.raises(ValueError, match="cannot mask"):
-        ps.mask_windows(windows, n - 1, vocab_size=V, mask_id=4, special=(), rng=rng)
-
-
-def test_split_windows_blocks():
-    w = np.arange(300)[:, None].repeat(4, 1)
-    train, held = ps.split_windows(w, 25)
-    assert len(held) == 25 and len(train) == 270
-    assert set(held[:, 0]) == set(range(90, 100)) | set(range(190, 200)) | set(range(290, 295))
-    assert not set(train[:, 0]) & set(held[:, 0])
-    with pytest.raises(ValueError, match="held-out windows"):
-        ps.split_windows(w, 31)
-
-
 def test_plateau_criterion():
     assert ps.plateau([2.0] * 50, 0.02)["met"]
     assert not ps.plateau(list(np.linspace(5, 2, 50)), 0.02)["met"]
@@ -92,7 +56,16 @@ def test_config_errors():
         ps.make_config("quick", variants=("nope",))
     with pytest.raises(ValueError, match="unknown option"):
         ps.make_config("quick", bogus=1)
-    assert ps.make_config("cpu").seeds == 3 and ps.make_config("cpu").steps == 300
+    assert ps.make_config("cpu").seeds == 3 and ps.make_config("cpu").train.steps == 300
+    with pytest.raises(ValueError, match="did you mean train.steps"):
+        ps.make_config("quick", steps=3)
+    with pytest.raises(ValueError, match="did you mean train.batch_size"):
+        ps.main(["--set", "batch_size=4", "--out", "/tmp/unused_ps"])
+    with pytest.raises(ValueError, match="pe_schedule"):
+        ps.make_config("quick", train={"pe_schedule": ((0, "rope"),)})
+    head = ps.make_config("quick", head_steps=3, train={"steps": 40}).stage("head")
+    assert (head.steps, head.learning_rate, head.warmup) == (3, 1e-3, 1)  # >= 1 warm-up step
+    assert ps.make_config("quick", train={"steps": 40}).stage("variant").warmup == 4
 
 
 @pytest.mark.slow  # ~40 s idle, 140 s on the shared 2-core machine (compiles per variant)
@@ -111,8 +84,8 @@ def test_tiny_end_to_end(tmp_path):
     out = tmp_path / "run"
     ps.main(["--preset", "quick", "--model", str(ckpt), "--out", str(out),
              "--variants", "learned,mds_r,none",
-             "--set", "max_len=16", "head_steps=2", "steps=3", "eval_windows=4", "eval_every=2",
-             "batch_size=4", f"stdlib_files={','.join(files)}"])
+             "--set", "max_len=16", "head_steps=2", "train.steps=3", "eval_windows=4",
+             "train.eval_every=2", "train.batch_size=4", f"stdlib_files={','.join(files)}"])
     res = json.loads((out / "results.json").read_text())
     assert [s["variant"] for s in res["summary"]] == ["learned", "mds_r", "none"]
     assert (out / "mlm_head.npz").is_file() and res["mlm_head"]["curve"]

@@ -1,5 +1,6 @@
 """The stress experiment's matrix-free geometry path: which path runs, and agreement of its
 stress, spectrum and parameter tables with the dense path at a small n (float64)."""
+import dataclasses
 import json
 import os
 import sys
@@ -36,7 +37,7 @@ def test_auto_picks_dense_below_and_matrix_free_above_the_threshold():
     cfg = st.make_config("synthetic", quick=True, **SMALL)
     assert G.geometry_path(cfg, 32) == "dense"
     assert G.geometry_path(cfg, 33) == "matrix_free"
-    assert G.geometry_path(cfg.__class__(**{**cfg.record(), "geometry": "dense"}), 64) == "dense"
+    assert G.geometry_path(dataclasses.replace(cfg, geometry="dense"), 64) == "dense"
     # a metric without a Gram factorisation stays dense under auto, and cannot be forced
     assert G.geometry_path(st.make_config("synthetic", quick=True, **{**SMALL,
                                                                       "metric": "fr_arc"}), 64) == "dense"
@@ -177,7 +178,7 @@ def test_sampled_pairs_bracket_the_exact_stress(plugin_P):
     exact values (within 2 half-widths, a margin fixed before the run); a wrong target (the
     exact value of another encoding) lies far outside."""
     cfg = st.make_config("synthetic", quick=True, **SMALL)
-    cfg_s = cfg.__class__(**{**cfg.record(), "stress_exact_max": 16, "stress_pairs": 4000})
+    cfg_s = dataclasses.replace(cfg, stress_exact_max=16, stress_pairs=4000)
     fixed = G.fixed_coordinates(N, cfg)
     with jax.enable_x64(True):
         exact = coords_stress(plugin_P, list(fixed.values()), **G.rows_options(cfg))
@@ -198,8 +199,8 @@ def mf_run(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("stress_mf"))
     cfg = st.make_config("synthetic", quick=True, num_positions=12, vocab_size=40,
                          samples_per_position=300, train_examples=32, test_examples=16,
-                         batch_size=8, steps=2, d_model=8, num_heads=2, num_layers=1, d_ff=16,
-                         seeds=1, encodings=(), sens_positions=8, sens_vocab=20,
+                         model=dict(d_model=8, num_heads=2, num_layers=1, d_ff=16),
+                         train=dict(batch_size=8, steps=2), seeds=1, encodings=(), sens_positions=8, sens_vocab=20,
                          sens_samples=(), matrix_free_above=8)
     return out, st.run(cfg, out, log=lambda *_: None)
 

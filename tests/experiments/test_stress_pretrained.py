@@ -11,8 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `
 from experiments import stress_table as st
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "a", "mat", "log", "good", "bad", "very"]
-TINY = dict(num_positions=10, max_len=10, train_examples=40, test_examples=20, batch_size=8,
-            steps=2, d_model=8, num_heads=2, num_layers=1, d_ff=16, seeds=1,
+TINY = dict(num_positions=10, max_len=10, train_examples=40, test_examples=20, seeds=1,
+            model=dict(d_model=8, num_heads=2, num_layers=1, d_ff=16),
+            train=dict(batch_size=8, steps=2),
             encodings=("learned",), sens_positions=8, sens_vocab=20, sens_samples=(None,),
             sens_repeats=1, smacof_max_iter=10)
 
@@ -121,3 +122,54 @@ def test_labelled_corpus_gives_model_arrays(tmp_path):
     assert prep.num_classes == 3 and prep.train["tokens"].shape == (40, 10)
     assert prep.test["tokens"].shape == (20, 10) and (prep.train["tokens"][:, 0] == 2).all()
     assert set(np.unique(prep.train["labels"])) <= {0, 1, 2}
+
+
+
+STREAM = dict(stream=True, require_n=True, pretrained_layernorm=True,
+              fixed_encodings=("sinusoidal", "alibi", "t5"))
+
+
+def test_stream_windows_checkpoint_rows_and_required_n(tmp_path, checkpoint):
+    """The real-text path (--dataset stdlib uses the same code): a contiguous token stream cut
+    into windows of n tokens gives every position one sample per window, the checkpoint's
+    table is scored raw and after its LayerNorm (against an independent stress), T5 at
+    initialisation is a fixed row, and asking more positions than the checkpoint has fails."""
+    import jax
+
+    from experiments.stress_table import geometry as G
+    from experiments.stress_table.data import prepare
+    from posjax.pretrained import position_table
+
+    opts = dict(TINY, data_dir=str(_unlabelled(tmp_path)), pretrained=str(checkpoint), **STREAM)
+    cfg = st.make_config("text", quick=True, **opts)
+    prep = prepare(cfg, str(tmp_path / "out"))
+    assert prep.train is None and prep.geo_tokens.shape[1] == 10 and (prep.geo_lengths == 10).all()
+    assert (prep.geo_tokens[:, 0] == prep.geo_tokens[0, 0]).all()  # [CLS] opens every window
+    assert prep.info["geometry_corpus"]["windows"] == len(prep.geo_tokens)
+    with jax.enable_x64(True):
+        variants, info = G.distance_variants(prep, cfg)
+        assert info["n"] == 10 and set(G.fixed_distances(10, cfg)) == {"sinusoidal", "alibi",
+                                                                       "t5_init"}
+        rows = G.pretrained_stress_rows(cfg, prep, variants)["plugin"]
+        table = np.asarray(position_table(str(checkpoint), post_layernorm=True), np.float64)[:10]
+        E = np.sqrt(((table[:, None] - table[None]) ** 2).sum(-1))
+        D = variants["plugin"]["D"]
+        iu = np.triu_indices(10, 1)
+        a = (D[iu] @ E[iu]) / (E[iu] @ E[iu])
+        want = ((D[iu] - a * E[iu]) ** 2).sum() / (D[iu] ** 2).sum()
+        assert rows["pretrained_ln"]["optimal"] == pytest.approx(want, rel=1e-9)
+        assert rows["pretrained"]["rows"] == 10
+        big = st.make_config("text", quick=True, **{**opts, "num_positions": 20, "max_len": 20})
+        with pytest.raises(ValueError, match="require_n"):  # the checkpoint has 16 rows
+            G.pretrained_stress_rows(big, prepare(big, str(tmp_path / "out")),
+                                     G.distance_variants(prepare(big, str(tmp_path / "o")), big)[0])
+
+
+@pytest.mark.slow
+def test_stream_run_end_to_end(tmp_path, checkpoint):
+    opts = dict(TINY, data_dir=str(_unlabelled(tmp_path)), pretrained=str(checkpoint), **STREAM)
+    res = st.run(st.make_config("text", quick=True, **opts), str(tmp_path / "out"),
+                 log=lambda *_: None)
+    rows = res["stress"]["plugin"]
+    assert {"pretrained", "pretrained_ln", "t5_init", "sinusoidal", "alibi"} <= set(rows)
+    assert res["geometry"]["info"]["n"] == 10 and "rope" not in rows

@@ -15,9 +15,10 @@ from experiments.stress_table import geometry as _stress_geometry
 from experiments.stress_table import train as _stress_train
 
 TINY = dict(num_positions=12, vocab_size=40, samples_per_position=400, train_examples=64,
-            test_examples=32, batch_size=16, steps=3, d_model=8, num_heads=2, num_layers=1,
-            d_ff=16, seeds=1, encodings=("learned",), sens_positions=12, sens_vocab=40,
-            sens_samples=(None, 400), sens_repeats=1, smacof_max_iter=20)
+            test_examples=32, seeds=1, encodings=("learned",), sens_positions=12, sens_vocab=40,
+            sens_samples=(None, 400), sens_repeats=1, smacof_max_iter=20,
+            model=dict(d_model=8, num_heads=2, num_layers=1, d_ff=16),
+            train=dict(batch_size=16, steps=3))
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +193,21 @@ def test_adding_seeds_or_encodings_keeps_finished_cells():
     import dataclasses
 
     cfg = st.make_config("synthetic", quick=True, **TINY)
-    more = dataclasses.replace(cfg, seeds=5, encodings=("rope", "learned"), progress=True)
+    more = dataclasses.replace(cfg, seeds=5, encodings=("rope", "learned"),
+                               train=dataclasses.replace(cfg.train, progress=True))
     assert driver._salt(more) == driver._salt(cfg)
-    assert driver._salt(dataclasses.replace(cfg, steps=4)) != driver._salt(cfg)
+    fewer = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=4))
+    assert driver._salt(fewer) != driver._salt(cfg)
+
+
+def test_library_fields_are_dotted_and_a_flat_one_says_where_it_lives():
+    from experiments.common import parse_set
+
+    assert parse_set(st.StressConfig, ["model.d_model=64", "train.steps=5"]) == {
+        "model": {"d_model": 64}, "train": {"steps": 5}}
+    cfg = st.make_config("synthetic", quick=True, **parse_set(st.StressConfig, ["model.d_ff=48"]))
+    assert cfg.model.d_ff == 48 and cfg.model.d_model == 32  # the preset's other fields stay
+    with pytest.raises(ValueError, match="did you mean model.d_model"):
+        parse_set(st.StressConfig, ["d_model=64"])
+    with pytest.raises(ValueError, match="did you mean train.steps"):
+        st.make_config("synthetic", steps=5)

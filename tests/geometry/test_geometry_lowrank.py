@@ -35,7 +35,7 @@ def test_lift_preserves_distances_and_factors_are_orthonormal():
 def test_mds_encoding_module():
     D = geo.hellinger_matrix(np.random.default_rng(1).dirichlet(np.ones(30), size=12))
     X = geo.classical_mds(D, dim=4).coords
-    pe = MDSEncoding(12, 16, coords=X, rngs=nnx.Rngs(0))
+    pe = MDSEncoding.create(12, 16, coords=X, rngs=nnx.Rngs(0))
     assert pe.hook == "embed" and not pe.is_relative and pe.rank == 4
     assert pe.param_count() == (12 * 16, 4 * (12 + 16))
     x = jnp.ones((2, 5, 16))
@@ -44,14 +44,14 @@ def test_mds_encoding_module():
     np.testing.assert_allclose(np.asarray(out[1] - x[1]), np.asarray(pe.table(pos)), atol=1e-6)
     np.testing.assert_allclose(np.asarray(pe.full_table()[:, :4]), np.asarray(X), atol=1e-6)
     assert float(geo.stress(D, coords=pe.full_table())) < 0.2
-    frozen = MDSEncoding(12, 16, coords=X, trainable="W", rngs=nnx.Rngs(0))
+    frozen = MDSEncoding.create(12, 16, coords=X, trainable="W", rngs=nnx.Rngs(0))
     params = jax.tree.leaves(nnx.state(frozen, nnx.Param))
     assert len(params) == 1 and params[0].shape == (16, 4)
-    rand = MDSEncoding(12, 16, rank=3, init="random", trainable="none", rngs=nnx.Rngs(0))
+    rand = MDSEncoding.create(12, 16, rank=3, init="random", trainable="none", rngs=nnx.Rngs(0))
     assert rand.full_table().shape == (12, 16) and not jax.tree.leaves(nnx.state(rand, nnx.Param))
     with pytest.raises(ValueError, match="positions"):
         pe.embed(x, jnp.arange(10, 15))
     with pytest.raises(ValueError, match="coords"):
-        MDSEncoding(12, 16, rngs=nnx.Rngs(0))
+        MDSEncoding.create(12, 16, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="trainable"):
-        MDSEncoding(12, 16, coords=X, trainable="B", rngs=nnx.Rngs(0))
+        MDSEncoding.create(12, 16, coords=X, trainable="B", rngs=nnx.Rngs(0))

@@ -18,8 +18,9 @@ import pytest
 from flax import nnx
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-CONFIGS = [("additive_vs_multiplicative", "AdditiveVsMultiplicativeConfig"), ("finetune_pe", "FinetuneConfig"),
-           ("init_sweep", "InitSweepConfig"), ("length_generalization", "LengthGeneralizationConfig"),
+CONFIGS = [("additive_vs_multiplicative", "AdditiveVsMultiplicativeConfig"),
+           ("finetune_pe", "FinetunePEConfig"), ("init_sweep", "InitSweepConfig"),
+           ("length_generalization", "LengthGeneralizationConfig"),
            ("network_simulation", "NetworkSimulationConfig"), ("stress_table", "StressConfig")]
 
 

@@ -54,8 +54,8 @@ def _lm(chunked, vocab=16, causal=True, **kw):
 
 def test_r2_lm_targets_ignore_index_and_out_of_range():
     from posjax.input_checks import collect, first_error, stack_rows
-    from posjax.models.chunked_ce import IGNORE_INDEX
 
+    IGNORE_INDEX = -100  # the documented ignore index (posjax.models.chunked_ce.IGNORE_INDEX)
     rng = np.random.default_rng(0)
     tok = jnp.asarray(rng.integers(0, 16, (2, 6)), jnp.int32)
     tgt = jnp.asarray(rng.integers(0, 16, (2, 6)), jnp.int32)
@@ -115,8 +115,8 @@ def test_r1_label_mapping_over_all_files(tmp_path):
     _jsonl(tmp_path / "train.jsonl", [{"text": "a", "label": "neg"}, {"text": "b", "label": "pos"}])
     _jsonl(tmp_path / "validation.jsonl", [{"text": "c", "label": "pos"}])
     s = load_corpus(tmp_path)
-    assert s["train"].label_names == s["validation"].label_names == ("neg", "pos")
     assert list(s["train"].labels) == [0, 1] and list(s["validation"].labels) == [1]
+    assert s["train"].label_names == s["validation"].label_names == ("neg", "pos")
     # int 1 in train, string "1" in validation: refused, naming both files
     _jsonl(tmp_path / "train.jsonl", [{"text": "a", "label": 0}, {"text": "b", "label": 1}])
     _jsonl(tmp_path / "validation.jsonl", [{"text": "c", "label": "1"}])
@@ -154,8 +154,8 @@ def test_r8_corpus_files_rows_and_columns(tmp_path):
     (tmp_path / "test.en.txt").write_text("held out\n")
     (tmp_path / "valid.txt").write_text("dev text\n")
     s = load_corpus(tmp_path)
-    assert [list(s[k].texts) for k in ("train", "validation", "test")] == [
-        ["one line"], ["dev text"], ["held out"]]
+    assert {k: list(v.texts) for k, v in s.items()} == {
+        "train": ["one line"], "validation": ["dev text"], "test": ["held out"]}
     for rows, match in (([{"text": "a", "label": 0}, {"label": 1}], r"x\.jsonl:2: column 'text'"),
                         ([{"text": "a", "label": 0}, {"text": None, "label": 1}],
                          r"x\.jsonl:2: column 'text' is missing or null"),
@@ -263,6 +263,7 @@ def test_r5_packed_losses_equal_unpacked():
     packed = pack_sequences(seqs, 8, labels=[0, 1, 1, 0, 1])
     assert packed["tokens"].shape[0] < len(seqs)  # some rows hold several sequences
     batch = {k: jnp.asarray(v) for k, v in packed.items() if k != "example"}
+    batch["loss_mask"] = batch["padding_mask"]  # the tokens to predict: every real token
     cfg = TransformerConfig(vocab_size=16, num_layers=1, d_model=16, num_heads=2, d_ff=32,
                             max_len=8, causal=True, dropout=0.0)
     key = jax.random.key(0)

@@ -6,14 +6,14 @@ import pytest
 from flax import nnx
 
 from posjax.models import Classifier, LanguageModel, TransformerConfig
-from posjax.training import (batched_apply, group_accuracy, lm_exact_match, masked_lm_loss,
+from posjax.training import (map_in_batches, group_accuracy, lm_exact_match, masked_lm_loss,
                              predict_classes)
 
 LM = TransformerConfig(vocab_size=12, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_len=10,
                        pe="rope", causal=True, dropout=0.0)
 
 
-def test_batched_apply_pads_and_trims():
+def test_map_in_batches_pads_and_trims():
     x = np.arange(23, dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
     calls = []
 
@@ -21,12 +21,12 @@ def test_batched_apply_pads_and_trims():
         calls.append(x.shape)
         return x.sum(-1)
 
-    np.testing.assert_array_equal(batched_apply(fn, {"x": x}, batch=8), x.sum(-1))
+    np.testing.assert_array_equal(map_in_batches(fn, {"x": x}, batch=8), x.sum(-1))
     assert set(calls) == {(8, 3)}  # one shape: the last batch is padded
     with pytest.raises(ValueError, match="empty"):
-        batched_apply(fn, {"x": x[:0]})
+        map_in_batches(fn, {"x": x[:0]})
     with pytest.raises(ValueError, match="equally long"):
-        batched_apply(fn, {"x": x, "y": x[:3]})
+        map_in_batches(fn, {"x": x, "y": x[:3]})
 
 
 def _greedy(model, prefix, steps):

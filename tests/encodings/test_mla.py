@@ -1,4 +1,6 @@
-"""The PE variants of arXiv 2505.13027 (additive vs multiplicative): rope_plus_abs, MLA-style decoupled RoPE, partial-head RoPE."""
+"""MLA-style decoupled RoPE (DeepSeek-V2, arXiv 2405.04434, as studied in arXiv 2505.13027):
+the widened q/k logit formula in float64 NumPy, shapes and sharing, relative, and the model's two
+attention paths. (Split from test_rope_plus_abs_mla.py.)"""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,7 +9,6 @@ from flax import nnx
 
 import posjax.encodings as pe
 from posjax.encodings.mla import MLA, decoupled_rope
-from posjax.encodings.rope_plus_abs import RoPEPlusAbs
 from posjax.models import Classifier, TransformerConfig
 
 enable_x64 = jax.enable_x64
@@ -38,34 +39,8 @@ def _forward(model, tokens, positions, weights=False):
 
 
 def test_registered_with_hooks_and_flags():
-    assert {"mla", "rope_plus_abs"} <= set(pe.names())
     assert pe.info("mla").hooks == {"rotate"} and pe.info("mla").relative
-    assert pe.info("rope_plus_abs").hooks == {"embed", "rotate"}  # RoPE plus a sinusoid
-    assert not pe.info("rope_plus_abs").relative
     assert "2505.13027" in pe.info("mla").paper
-
-
-def test_rope_plus_abs_adds_the_block_sinusoid_and_rotates_relatively():
-    m = pe.make("rope_plus_abs", d_model=32, num_heads=4)
-    assert isinstance(m, RoPEPlusAbs) and m.options.interleaved
-    pos = jnp.arange(6)
-    x = jnp.zeros((2, 6, 32))
-    out = np.asarray(m.embed(x, pos[None]))
-    w = 10000.0 ** (-2 * np.arange(16) / 32)
-    ref = np.concatenate([np.sin(pos[:, None] * w), np.cos(pos[:, None] * w)], -1)
-    np.testing.assert_allclose(out[1], ref, atol=2e-6)
-    # the rotate part alone is relative; the embed part makes the whole PE absolute
-    base = _logits(m, jnp.arange(8))
-    np.testing.assert_allclose(_logits(m, jnp.arange(8) + 32), base, atol=1e-5)
-    np.testing.assert_allclose(m.table(pos), ref, atol=2e-6)
-
-
-def test_rope_plus_abs_model_is_not_shift_invariant():
-    model = Classifier(TransformerConfig(pe="rope_plus_abs", **CFG), 3, "mean", rngs=nnx.Rngs(0))
-    t = jax.random.randint(jax.random.key(1), (2, 10), 0, 40)
-    pos = jnp.arange(10)
-    shifted, ref = _forward(model, t, pos + 5), _forward(model, t, pos)
-    assert float(jnp.abs(shifted - ref).max()) > 1e-4
 
 
 def test_decoupled_rope_logit_formula_and_relative_property():
@@ -127,18 +102,3 @@ def test_mla_model_fast_and_explicit_attention_paths_agree_and_depend_on_order()
     assert float(jnp.abs(_forward(model, t[:, perm], pos) - fast).max()) > 1e-4
     np.testing.assert_allclose(np.asarray(_forward(model, t, pos + 7)), np.asarray(fast),
                                atol=2e-5)
-
-
-def test_partial_head_rope_rotates_only_the_first_k_heads():
-    m = pe.make("rope", d_model=32, num_heads=4, interleaved=True, num_rotary_heads=2)
-    q, k = _qk(1, 6)
-    qr, kr = nnx.jit(lambda m, q, k, p: m.rotate(q, k, p, p))(m, q, k, jnp.arange(6)[None] + 3)
-    np.testing.assert_array_equal(np.asarray(qr[:, :, 2:]), np.asarray(q[:, :, 2:]))
-    np.testing.assert_array_equal(np.asarray(kr[:, :, 2:]), np.asarray(k[:, :, 2:]))
-    assert float(jnp.abs(qr[:, :, :2] - q[:, :, :2]).max()) > 1e-2
-    logits = _logits(m, jnp.arange(6))
-    # NoPE heads: constant logits (q, k are the same at every position); RoPE heads vary
-    assert np.ptp(logits[0, 2:], axis=(-1, -2)).max() < 1e-5
-    assert np.ptp(logits[0, :2], axis=(-1, -2)).min() > 1e-2
-    with pytest.raises(ValueError, match="num_rotary_heads"):
-        pe.make("rope", d_model=32, num_heads=4, num_rotary_heads=5)
