@@ -16,6 +16,7 @@ when it finishes; an interrupted ensemble resumes from its checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from typing import Any, Sequence
@@ -180,24 +181,21 @@ def logits_of(model, features, positions, readout: str):
     return model.head(pooled)
 
 
-_LOSSES: dict[str, Any] = {}
-
-
+@functools.cache
 def make_loss(readout: str):
-    """Cross-entropy on the read-out token; batch keys ``features``, ``labels`` (0-3), ``positions``."""
-    if readout not in _LOSSES:
-        import optax
+    """Cross-entropy on the read-out token; batch keys ``features``, ``labels`` (0-3), ``positions``.
+    Keyed by ``readout`` (what the loss computes), so the step cache sees one function per key."""
+    import optax
 
-        from posjax.training import accuracy
+    from posjax.training import accuracy
 
-        def loss_fn(model, batch, key):
-            del key
-            logits = logits_of(model, batch["features"], batch["positions"][0], readout)
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean()
-            return loss, {"accuracy": accuracy(logits, batch["labels"])}
+    def loss_fn(model, batch, key):
+        del key
+        logits = logits_of(model, batch["features"], batch["positions"][0], readout)
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean()
+        return loss, {"accuracy": accuracy(logits, batch["labels"])}
 
-        _LOSSES[readout] = loss_fn
-    return _LOSSES[readout]
+    return loss_fn
 
 
 def model_arrays(puzzles: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -208,15 +206,11 @@ def model_arrays(puzzles: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "positions": np.broadcast_to(positions, (len(features), len(positions))).copy()}
 
 
-_LOGITS: dict[str, Any] = {}
-
-
+@functools.cache
 def logits_fn(readout: str):
-    """``(model, features, positions) -> logits`` for :func:`posjax.training.predict_classes`."""
-    if readout not in _LOGITS:
-        _LOGITS[readout] = lambda model, features, positions: logits_of(
-            model, features, positions[0], readout)
-    return _LOGITS[readout]
+    """``(model, features, positions) -> logits`` for :func:`posjax.training.predict_classes`
+    (one function per ``readout``)."""
+    return lambda model, features, positions: logits_of(model, features, positions[0], readout)
 
 
 def accuracies(pred: np.ndarray, puzzles: dict[str, np.ndarray]) -> dict[str, float]:

@@ -17,6 +17,7 @@ per ensemble.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from typing import Any, Sequence
@@ -119,29 +120,26 @@ def masked_inputs(x, mask):
     return jnp.concatenate([x * (1 - m), m], axis=-1)
 
 
-_CACHE: dict[Any, Any] = {}
-
-
+@functools.cache
 def make_loss(num_nodes: int, fraction: float):
-    key_ = (num_nodes, fraction)
-    if key_ not in _CACHE:
-        import jax
-        import jax.numpy as jnp
+    """Masked-node MSE with exactly ``round(fraction * num_nodes)`` nodes masked per window
+    (fresh each step); keyed by its arguments, so the step cache sees one function per key."""
+    import jax
+    import jax.numpy as jnp
 
-        k = max(1, int(round(fraction * num_nodes)))
+    k = max(1, int(round(fraction * num_nodes)))
 
-        def loss_fn(model, batch, key):
-            x = batch["x"]
-            scores = jax.random.uniform(key, x.shape[:2])
-            kth = jnp.sort(scores, axis=1)[:, k - 1:k]
-            mask = scores <= kth                               # exactly k masked nodes
-            pred = model(masked_inputs(x, mask), jnp.arange(num_nodes))
-            err = ((pred - x) ** 2).mean(-1)
-            loss = (err * mask).sum() / mask.sum()
-            return loss, {"mse": loss}
+    def loss_fn(model, batch, key):
+        x = batch["x"]
+        scores = jax.random.uniform(key, x.shape[:2])
+        kth = jnp.sort(scores, axis=1)[:, k - 1:k]
+        mask = scores <= kth                               # exactly k masked nodes
+        pred = model(masked_inputs(x, mask), jnp.arange(num_nodes))
+        err = ((pred - x) ** 2).mean(-1)
+        loss = (err * mask).sum() / mask.sum()
+        return loss, {"mse": loss}
 
-        _CACHE[key_] = loss_fn
-    return _CACHE[key_]
+    return loss_fn
 
 
 def _predict_masked(model, x, mask):
