@@ -545,3 +545,28 @@ def run_cli(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | N
         sys.exit(f"error: {e}")
     except KeyboardInterrupt:
         sys.exit("interrupted: finished cells are saved; rerun the same command to resume")
+
+
+# --- the σ-sweep label of a learned PE (init_sweep, network_simulation) -------------------------
+LEARNED_PREFIX = "learned_s"
+
+
+def learned_label(sigma: float) -> str:
+    """The cell label of a learned table initialised N(0, σ²): ``"learned_s0.2"`` (a cell key)."""
+    return f"{LEARNED_PREFIX}{sigma:g}"
+
+
+def learned_sigma(label: str) -> float | None:
+    """σ of a :func:`learned_label` (None for any other label, e.g. a fixed PE)."""
+    return float(label[len(LEARNED_PREFIX):]) if label.startswith(LEARNED_PREFIX) else None
+
+
+def learned_pe(sigma: float) -> tuple[str, dict[str, Any]]:
+    """Registry name and options of a learned table initialised N(0, σ²) (arXiv 2406.08272)."""
+    return "learned", {"init": "normal", "std": float(sigma)}
+
+
+def display_label(label: str, prefix: str = "σ=") -> str:
+    """``"learned_s0.2"`` -> ``"σ=0.2"`` for plots and tables; other labels unchanged."""
+    sigma = learned_sigma(label)
+    return label if sigma is None else f"{prefix}{label[len(LEARNED_PREFIX):]}"

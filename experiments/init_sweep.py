@@ -23,7 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, CellStore, PLATEAU_CRITERION, converged_cell, converged_claim,
+from experiments.common import (display_label, learned_label, learned_pe, learned_sigma,
+                                CI_METHOD, CellStore, PLATEAU_CRITERION, converged_cell, converged_claim,
                                 experiment_parser, fmt_ci,
                                 loss_curve, loss_plateau, markdown_table, mean_ci,
                                 resolve_config, run_cli, versions, write_json)
@@ -141,8 +142,8 @@ PRESETS = {
 # ------------------------------------------------------------------------------------------
 def pe_spec(label: str, opts: InitSweepConfig) -> tuple[str, dict[str, Any]]:
     """Registry name and options of a sweep label ("learned_s0.2", "sin2d", ...)."""
-    if label.startswith("learned_s"):
-        return "learned", {"init": "normal", "std": float(label[len("learned_s"):])}
+    if learned_sigma(label) is not None:
+        return learned_pe(learned_sigma(label))
     name, extra = FIXED_PES[label]
     extra = dict(extra)
     if name in ("sinusoidal2d", "rope2d_axial"):
@@ -224,7 +225,7 @@ def accuracies(pred: np.ndarray, puzzles: dict[str, np.ndarray]) -> dict[str, fl
 
 def groups(cfg: InitSweepConfig) -> dict[str, list[str]]:
     """Ensembles: every learned σ together (σ only changes the init), each fixed PE alone."""
-    out = {"learned": [f"learned_s{s:g}" for s in cfg.sigmas]} if cfg.sigmas else {}
+    out = {"learned": [learned_label(s) for s in cfg.sigmas]} if cfg.sigmas else {}
     out.update({label: [label] for label in cfg.fixed_pes})
     return out
 
@@ -267,7 +268,7 @@ def run_group(name: str, labels: Sequence[str], splits: dict, cfg: InitSweepConf
                    if init_tables[i] is not None else 0.0)
         name_, options = pe_spec(label, cfg)
         cell = {"label": label, "seed": seed, "pe": name_, "pe_options": options,
-                "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
+                "sigma": learned_sigma(label),
                 "init_pe_norm": pe_norm, "init_content_norm": content,
                 "init_pe_content_ratio": pe_norm / content, "steps": steps,
                 "loss_curve": curves[i], "diverged_at": result.diverged.get(i)}
@@ -331,7 +332,7 @@ def claims(cells: list[dict], cfg: InitSweepConfig) -> list[dict]:
     sig = sorted(cfg.sigmas)
     if len(sig) >= 2:
         small = 0.2 if 0.2 in sig else sig[0]
-        lo, hi = f"learned_s{small:g}", f"learned_s{sig[-1]:g}"
+        lo, hi = learned_label(small), learned_label(sig[-1])
         d = _paired(cells, lo, hi, lambda c: c["ood"]["all"])
         out.append(converged_claim(
             {"claim": f"small init generalises better: OOD accuracy σ={small:g} − σ={sig[-1]:g} "
@@ -351,7 +352,7 @@ def claims(cells: list[dict], cfg: InitSweepConfig) -> list[dict]:
                       "accuracy > 95.6 %", "ci": v, "threshold": 0.956}, conv(lo)))
     if sig and "sin2d" in cfg.fixed_pes:
         small = 0.2 if 0.2 in sig else sig[0]
-        lo = f"learned_s{small:g}"
+        lo = learned_label(small)
         d = _paired(cells, lo, "sin2d", lambda c: c["ood"]["all"])
         out.append(converged_claim(
             {"claim": f"a learned small-norm PE beats the fixed ground-truth sinusoid: OOD "
@@ -403,7 +404,7 @@ def make_plots(cells: list[dict], rows: list[dict], opts: InitSweepConfig, out_d
         for c in sims:
             ax.scatter(c["similarity"]["rsm_cosine"], 100 * c["ood"]["all"], s=20,
                        c="C0" if c["sigma"] is not None else "C3")
-            ax.annotate(c["label"].replace("learned_s", "σ="), (c["similarity"]["rsm_cosine"],
+            ax.annotate(display_label(c["label"]), (c["similarity"]["rsm_cosine"],
                         100 * c["ood"]["all"]), fontsize=6)
         ax.set(xlabel="RSM cosine to 2-D sinusoid", ylabel="OOD accuracy (%)",
                title="accuracy vs similarity (blue: learned, red: fixed)")
@@ -421,7 +422,7 @@ def make_plots(cells: list[dict], rows: list[dict], opts: InitSweepConfig, out_d
         for i, (label, c) in enumerate(first.items()):
             tab = np.load(os.path.join(out_dir, "tables", f"{label}_seed{c['seed']}.npy"))
             plot_grid_embedding(axes[0, i], tab[0], opts.grid_width,
-                                title=f"{label.replace('learned_s', 'σ=')} L0 PCA")
+                                title=f"{display_label(label)} L0 PCA")
             from posjax.analysis.similarity import cosine_rsm
             axes[1, i].imshow(cosine_rsm(tab[0]), cmap="RdBu_r", vmin=-1, vmax=1)
             axes[1, i].set_title(f"RSM cos={c['similarity']['per_layer'][0]['rsm_cosine']:.2f}",
@@ -444,7 +445,7 @@ def write_report(rows: list[dict], found: list[dict], cfg: InitSweepConfig, meta
     for r in rows:
         bq = " / ".join(f"{100 * r[f'ood_{k}']['mean']:.0f}"
                         for k in ("binary", "ternary", "quaternary"))
-        table.append([r["label"].replace("learned_s", "learned σ="), r["n"], _pm(r["train_all"]),
+        table.append([display_label(r["label"], "learned σ="), r["n"], _pm(r["train_all"]),
                       _pm(r["test_all"]), _pm(r["ood_all"]), bq, _pm(r["rsm_cosine"], 1, 3),
                       _pm(r["spearman"], 1, 3), _pm(r["procrustes_r2"], 1, 3),
                       f"{r['pe_content_ratio']['mean']:.2f}"])

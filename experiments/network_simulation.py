@@ -25,7 +25,8 @@ from typing import Any, Sequence
 import numpy as np
 from flax import nnx
 
-from experiments.common import (CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
+from experiments.common import (display_label, learned_label, learned_pe, learned_sigma,
+                                CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
                                 converged_claim, described, experiment_parser, fmt_ci,
                                 loss_curve, loss_plateau, markdown_table, mean_ci,
                                 resolve_config, run_cli,
@@ -103,8 +104,8 @@ PRESETS = {
 
 def build_model(label: str, opts: NetworkSimulationConfig, num_nodes: int, window: int,
                 seed: int) -> TokenRegressor:
-    if label.startswith("learned_s"):
-        pe, pe_options = "learned", {"init": "normal", "std": float(label[len("learned_s"):])}
+    if learned_sigma(label) is not None:
+        pe, pe_options = learned_pe(learned_sigma(label))
     else:
         pe, pe_options = label, {}
     cfg = dataclasses.replace(opts.model, input_dim=window + 1, max_len=num_nodes, pe=pe,
@@ -184,7 +185,7 @@ def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: Netw
         cell = {"label": label, "seed": seed, "final_loss": result.metrics[i].get("loss"),
                 "loss_curve": loss_curve(os.path.join(run_dir, "metrics.jsonl"), member=i),
                 "diverged_at": result.diverged.get(i),
-                "sigma": float(label[len("learned_s"):]) if label.startswith("learned_s") else None,
+                "sigma": learned_sigma(label),
                 "r2_train": r2_masked(model, data["train"], data["train_masks"]),
                 "r2_test": r2_masked(model, data["test"], data["test_masks"])}
         tables = pe_tables(model, jnp.arange(n))
@@ -266,7 +267,7 @@ def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
             tab = np.load(os.path.join(out_dir, "tables", f"{lab}_seed0.npy"))[0]
             xy = embedding_2d(tab, "pca")
             axes[0, i].scatter(*xy.T, c=sim["modules"], cmap="tab10", s=12)
-            axes[0, i].set_title(f"{lab.replace('learned_s', 'σ=')} PE PCA", fontsize=8)
+            axes[0, i].set_title(f"{display_label(lab)} PE PCA", fontsize=8)
             axes[1, i].imshow(cosine_rsm(tab), cmap="RdBu_r", vmin=-1, vmax=1)
             axes[1, i].set_title("PE RSM", fontsize=8)
         for ax in axes.ravel():
@@ -287,7 +288,7 @@ def claims(cells: list[dict], cfg: NetworkSimulationConfig) -> list[dict]:
     out = []
     sig = sorted(cfg.sigmas)
     if len(sig) >= 2:
-        lo, hi = f"learned_s{sig[0]:g}", f"learned_s{sig[-1]:g}"
+        lo, hi = learned_label(sig[0]), learned_label(sig[-1])
         by = {(c["label"], c["seed"]): c for c in cells}
         seeds = sorted({s for (lab, s) in by if lab == lo} & {s for (lab, s) in by if lab == hi})
 
@@ -329,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     data["train_masks"] = random_masks(rng, len(data["train"]), sim_opts.num_nodes, cfg.mask_fraction)
     data["test_masks"] = random_masks(rng, len(data["test"]), sim_opts.num_nodes, cfg.mask_fraction)
     store = CellStore(args.out, {"net": cfg, "sim": sim_opts})
-    groups = {"learned": [f"learned_s{s:g}" for s in cfg.sigmas]} if cfg.sigmas else {}
+    groups = {"learned": [learned_label(s) for s in cfg.sigmas]} if cfg.sigmas else {}
     groups.update({b: [b] for b in cfg.baselines})
     cells: list[dict] = []
     for name, labels in groups.items():
@@ -362,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     fmt = lambda ci: fmt_ci(ci, 1, 3)
     headers = ["PE", "seeds", "R² train", "R² test", "PE~layout ρ", "PE~FC ρ", "Procrustes R²",
                "modularity Q", "segregation", "cross-seed R²"]
-    table = [[r["label"].replace("learned_s", "learned σ="), r["n"], fmt(r["r2_train"]),
+    table = [[display_label(r["label"], "learned σ="), r["n"], fmt(r["r2_train"]),
               fmt(r["r2_test"]), fmt(r["layout_spearman"]), fmt(r["fc_spearman"]),
               fmt(r["procrustes_r2_layout"]), fmt(r["modularity"]), fmt(r["segregation"]),
               "n/a" if np.isnan(r["cross_seed"]) else f"{r['cross_seed']:.3f}"]

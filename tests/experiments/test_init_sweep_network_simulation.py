@@ -70,3 +70,14 @@ def test_network_simulation_cli(tmp_path):
     res = json.load(open(tmp_path / "results.json"))
     assert {r["label"] for r in res["summary"]} >= {"learned_s0.05", "none"}
     assert os.path.exists(tmp_path / "network_pe.png")
+
+
+def test_learned_label_round_trip():
+    from experiments.common import display_label, learned_label, learned_pe, learned_sigma
+
+    for sigma in (0.01, 0.05, 0.2, 1.0, 2.0, 1.5):
+        label = learned_label(sigma)
+        assert learned_sigma(label) == sigma and display_label(label) == f"σ={sigma:g}"
+    assert learned_label(0.2) == "learned_s0.2"   # cell keys of earlier runs stay valid
+    assert learned_sigma("sin2d") is None and display_label("sin2d") == "sin2d"
+    assert learned_pe(0.5) == ("learned", {"init": "normal", "std": 0.5})
