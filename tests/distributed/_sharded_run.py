@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def run_on_fake_devices(script: str, *flags: str, devices: int = 4) -> dict:
     """Run ``script`` in a subprocess with ``devices`` fake CPU devices (the XLA flag must be set
     before JAX is imported) and return the JSON on its last stdout line."""
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "")
+                                        + f" --xla_force_host_platform_device_count={devices}").strip(),
                JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, os.path.abspath(script), *flags], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=900)

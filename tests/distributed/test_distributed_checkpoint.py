@@ -133,7 +133,7 @@ def run_checks(tmp: str) -> dict:
 # --- the tests ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip(),
                JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     tmp = str(tmp_path_factory.mktemp("dist_ckpt"))
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), tmp], env=env, cwd=ROOT,

@@ -126,7 +126,7 @@ def run_checks(full: bool = False) -> dict:
 
 # --- the tests ----------------------------------------------------------------------------------
 def _run(*flags: str) -> dict:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip(),
                JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), *flags], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=900)

@@ -137,7 +137,7 @@ def _free_port() -> int:
 
 def _start(launch: int, tmp: str) -> tuple:
     """Start both workers of ``launch``."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip(),
                JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     port, t0 = _free_port(), time.perf_counter()
     logs = [open(os.path.join(tmp, f"launch{launch}_worker{i}.log"), "w+") for i in range(2)]
