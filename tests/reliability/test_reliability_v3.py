@@ -23,7 +23,7 @@ def test_r7_train_config_refuses_non_finite(field, bad):
 
 
 def test_r7_ensemble_member_hyperparameters_finite_and_keys_known():
-    tiny = lambda: nnx.Linear(2, 2, rngs=nnx.Rngs(0))  # built before any step runs
+    tiny = lambda: _tiny.model()  # the refusals come before any step runs
 
     def ensemble(members):
         return train_ensemble(lambda m: tiny(), _tiny.classification_loss,
