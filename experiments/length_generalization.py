@@ -115,7 +115,7 @@ class LengthGeneralizationConfig:
 
     Library configs (set dotted: ``--set model.d_model=64 train.learning_rate=3e-3``):
       model: the decoder (:class:`posjax.models.TransformerConfig`); a per-layer schedule is set
-        through it (``model.layer_types=sliding,full model.sliding_window=8``, issue 28); the
+        through it (``model.layer_types=sliding,full model.sliding_window=8``, docs/catalogue.md); the
         experiment replaces ``pe``/``pe_options`` (the PE row), ``vocab_size`` and ``max_len``
         (the test width) per cell.
       train: the optimiser and schedule (:class:`posjax.training.TrainConfig`); ``log_every`` and

@@ -34,3 +34,15 @@ def np_layernorm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float 
     mu = x.mean(-1, keepdims=True)
     var = ((x - mu) ** 2).mean(-1, keepdims=True)
     return (x - mu) / np.sqrt(var + eps) * scale + bias
+
+
+def np_rope(x: np.ndarray, pos: np.ndarray, base: float = 10000.0) -> np.ndarray:
+    """RoFormer's rotation (arXiv 2104.09864, Sec. 3.4.2), interleaved pairs, float64."""
+    theta = base ** (-2.0 * np.arange(x.shape[-1] // 2) / x.shape[-1])
+    return np_rotate(x, pos[..., :, None, None] * theta, interleaved=True)
+
+
+def expm_skew64(a: np.ndarray) -> np.ndarray:
+    """exp(a) of a real skew matrix through the eigen-decomposition of the Hermitian i a."""
+    w, v = np.linalg.eigh(1j * a)
+    return (v @ np.diag(np.exp(-1j * w)) @ v.conj().T).real

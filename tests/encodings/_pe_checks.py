@@ -117,3 +117,13 @@ def assert_cache_and_packing(name: str, **options) -> None:
     assert cached_decoding_gap(name, **options) < 1e-5
     assert packing_gap(name, causal=True, **options) < 1e-5
     assert packing_gap(name, causal=False, **options) < 1e-5
+
+
+def assert_relative_and_norm_preserving(pe) -> None:
+    """A rotary PE's logits depend on i - j only and its rotation keeps every vector's norm."""
+    assert pe.is_relative and pe.hook == "rotate"
+    assert shift_gap(lambda p: rotated_logits(pe, p), jnp.arange(8)) < 2e-5
+    q = jax.random.normal(jax.random.key(3), (2, 6, 2, 8))
+    pos = jnp.arange(6)[None] * 7
+    qr, _ = pe.rotate(q, q, pos, pos)
+    np.testing.assert_allclose(np.linalg.norm(qr, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-5)

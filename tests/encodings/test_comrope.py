@@ -7,27 +7,16 @@ import numpy as np
 import pytest
 
 from posjax.encodings.liere import skew
-from _pe_checks import (assert_cache_and_packing, make, rotated_logits, shift_gap,
+from _np_refs import expm_skew64
+from _pe_checks import (assert_cache_and_packing, assert_relative_and_norm_preserving, make,
                         train_one_step)
 
 RANDOM = {"block_size": 4}
 
 
-def _expm64(a):
-    """exp(a) of a real skew matrix through the eigen-decomposition of the Hermitian i a."""
-    w, v = np.linalg.eigh(1j * a)
-    return (v @ np.diag(np.exp(-1j * w)) @ v.conj().T).real
-
-
 @pytest.mark.parametrize("name", ["comrope"])  # as in the family file this was split from
 def test_relative_and_norm_preserving(name):
-    pe = make(name, **RANDOM)
-    assert pe.is_relative and pe.hook == "rotate"
-    assert shift_gap(lambda p: rotated_logits(pe, p), jnp.arange(8)) < 2e-5
-    q = jax.random.normal(jax.random.key(3), (2, 6, 2, 8))
-    pos = jnp.arange(6)[None] * 7
-    qr, _ = pe.rotate(q, q, pos, pos)
-    np.testing.assert_allclose(np.linalg.norm(qr, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-5)
+    assert_relative_and_norm_preserving(make(name, **RANDOM))
 
 
 def test_comrope_mixes_dims_only_within_blocks():
@@ -55,7 +44,7 @@ def test_rotation_is_the_block_diagonal_exponential():
         for h in range(2):
             for blk in range(2):
                 sl = slice(4 * blk, 4 * blk + 4)
-                want[0, t, h, sl] = _expm64(p * A[h, blk]) @ q[0, t, h, sl]
+                want[0, t, h, sl] = expm_skew64(p * A[h, blk]) @ q[0, t, h, sl]
     np.testing.assert_allclose(got, want, atol=5e-5)
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from posjax.encodings.string import cayley
-from _np_refs import np_rotate
-from _pe_checks import (assert_cache_and_packing, make, rotated_logits, shift_gap,
+from _np_refs import np_rope
+from _pe_checks import (assert_cache_and_packing, assert_relative_and_norm_preserving, make,
                         train_one_step)
 
 RANDOM = {"init_std": 0.3}
@@ -16,13 +16,7 @@ RANDOM = {"init_std": 0.3}
 
 @pytest.mark.parametrize("name", ["cayley_string"])  # as in the family file this was split from
 def test_relative_and_norm_preserving(name):
-    pe = make(name, **RANDOM)
-    assert pe.is_relative and pe.hook == "rotate"
-    assert shift_gap(lambda p: rotated_logits(pe, p), jnp.arange(8)) < 2e-5
-    q = jax.random.normal(jax.random.key(3), (2, 6, 2, 8))
-    pos = jnp.arange(6)[None] * 7
-    qr, _ = pe.rotate(q, q, pos, pos)
-    np.testing.assert_allclose(np.linalg.norm(qr, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-5)
+    assert_relative_and_norm_preserving(make(name, **RANDOM))
 
 
 def test_cayley_is_the_orthogonal_transform():
@@ -53,19 +47,13 @@ def test_string_logits_are_rope_in_the_learned_basis():
         assert abs(float(jnp.vdot(qr[0, 0, 0], kr[0, 0, 0])) - want) < 1e-5  # float32 parameters
 
 
-def numpy_rope(x, pos, base=10000.0):
-    """RoFormer's rotation (arXiv 2104.09864, Sec. 3.4.2), interleaved pairs, float64."""
-    theta = base ** (-2.0 * np.arange(x.shape[-1] // 2) / x.shape[-1])
-    return np_rotate(x, pos[..., :, None, None] * theta, interleaved=True)
-
-
 def test_zero_generator_is_rope():
     """S = 0 (the init) gives P = I: STRING is RoPE (arXiv 2502.02562, Sec. 3)."""
     q = np.asarray(jax.random.normal(jax.random.key(0), (1, 5, 2, 8)), np.float64)
     pos = np.arange(5)[None] * 3
     got = make("cayley_string").rotate(jnp.asarray(q, jnp.float32), jnp.asarray(q, jnp.float32),
                                        jnp.asarray(pos), jnp.asarray(pos))[0]
-    np.testing.assert_allclose(np.asarray(got), numpy_rope(q, pos), atol=2e-5)
+    np.testing.assert_allclose(np.asarray(got), np_rope(q, pos), atol=2e-5)
 
 
 @pytest.mark.slow  # the registry test builds every PE into a model by default

@@ -156,7 +156,7 @@ def test_schedules_are_rows_through_set_pes(tmp_path):
 
 
 def test_dotted_schedule_reaches_the_model(tmp_path):
-    """issue 28: --set model.layer_types=... model.sliding_window=... reaches every cell's
+    """--set model.layer_types=... model.sliding_window=... reaches every cell's
     TransformerConfig; the flat key fails with "did you mean model.layer_types?"."""
     from experiments.common import experiment_parser, resolve_config
 
