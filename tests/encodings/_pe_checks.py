@@ -127,3 +127,30 @@ def assert_relative_and_norm_preserving(pe) -> None:
     pos = jnp.arange(6)[None] * 7
     qr, _ = pe.rotate(q, q, pos, pos)
     np.testing.assert_allclose(np.linalg.norm(qr, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-5)
+
+
+def constant_qk(key: int, length: int, heads: int = 4, dim: int = 8):
+    """``(q, k)`` of shape ``[1, length, heads, dim]``: one random vector each, repeated over
+    positions, so any change of the logits along a row comes from the rotation alone."""
+    kq, kk = jax.random.split(jax.random.key(key))
+    q = jnp.broadcast_to(jax.random.normal(kq, (1, 1, heads, dim)), (1, length, heads, dim))
+    k = jnp.broadcast_to(jax.random.normal(kk, (1, 1, heads, dim)), (1, length, heads, dim))
+    return q, k
+
+
+@nnx.jit
+def _rotate_and_score(module, q, k, pos):
+    qr, kr = module.rotate(q, k, pos[None], pos[None])
+    return jnp.einsum("bqhd,bkhd->bhqk", qr, kr)
+
+
+def constant_qk_logits(module, pos, key: int = 0) -> np.ndarray:
+    """``[1, H, T, T]`` logits of :func:`constant_qk` vectors rotated by ``module`` at ``pos``."""
+    q, k = constant_qk(key, len(pos))
+    return np.asarray(_rotate_and_score(module, q, k, pos))
+
+
+@nnx.jit(static_argnames="weights")
+def forward_at(model, tokens, positions, weights=False):
+    """``model(tokens, positions=...)`` jitted; with ``weights`` also the attention weights."""
+    return model(tokens, positions=positions, return_attention=weights)

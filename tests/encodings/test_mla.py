@@ -10,32 +10,10 @@ from flax import nnx
 import posjax.encodings as pe
 from posjax.encodings.mla import MLA, decoupled_rope
 from posjax.models import Classifier, TransformerConfig
+from _pe_checks import constant_qk, constant_qk_logits, forward_at
 
 enable_x64 = jax.enable_x64
 CFG = dict(vocab_size=40, num_layers=2, d_model=32, num_heads=4, d_ff=64, max_len=24)
-
-
-def _qk(key, length, heads=4, dim=8):
-    kq, kk = jax.random.split(jax.random.key(key))
-    q = jnp.broadcast_to(jax.random.normal(kq, (1, 1, heads, dim)), (1, length, heads, dim))
-    k = jnp.broadcast_to(jax.random.normal(kk, (1, 1, heads, dim)), (1, length, heads, dim))
-    return q, k
-
-
-@nnx.jit
-def _rotated_logits(module, q, k, pos):
-    qr, kr = module.rotate(q, k, pos[None], pos[None])
-    return jnp.einsum("bqhd,bkhd->bhqk", qr, kr)
-
-
-def _logits(module, pos, key=0):
-    q, k = _qk(key, len(pos))
-    return np.asarray(_rotated_logits(module, q, k, pos))
-
-
-@nnx.jit(static_argnames="weights")
-def _forward(model, tokens, positions, weights=False):
-    return model(tokens, positions=positions, return_attention=weights)
 
 
 def test_registered_with_hooks_and_flags():
@@ -74,16 +52,16 @@ def test_mla_shapes_parameters_and_relative_property():
     assert m.q_rope.kernel.shape == (32, 24) and m.k_rope.kernel.shape == (32, 6)
     shared = pe.make("mla", d_model=32, num_heads=4, rope_dim=6, shared_query_rope=True)
     assert shared.q_rope.kernel.shape == (32, 6)
-    q, k = _qk(0, 8)
+    q, k = constant_qk(0, 8)
     qr, kr = nnx.jit(lambda m, q, k, p: m.rotate(q, k, p, p))(m, q, k, jnp.arange(8)[None])
     assert qr.shape == kr.shape == (1, 8, 4, 14)
     np.testing.assert_array_equal(np.asarray(qr[..., :8]), np.asarray(q))
     # k_R is shared by all heads
     np.testing.assert_allclose(np.asarray(kr[:, :, 0, 8:]), np.asarray(kr[:, :, 3, 8:]))
     assert m.attention_scale(qr.shape[-1]) == pytest.approx(14 ** -0.5)
-    base = _logits(m, jnp.arange(8))
+    base = constant_qk_logits(m, jnp.arange(8))
     for shift in (5, 32):
-        np.testing.assert_allclose(_logits(m, jnp.arange(8) + shift), base, atol=1e-5)
+        np.testing.assert_allclose(constant_qk_logits(m, jnp.arange(8) + shift), base, atol=1e-5)
     with pytest.raises(ValueError, match="rope_dim"):
         pe.make("mla", d_model=32, num_heads=4, rope_dim=5)
 
@@ -94,11 +72,11 @@ def test_mla_model_fast_and_explicit_attention_paths_agree_and_depend_on_order()
     assert len(model.transformer.pes) == 2  # one rotary path per layer
     t = jax.random.randint(jax.random.key(3), (2, 12), 0, 40)
     pos = jnp.arange(12)
-    fast = _forward(model, t, pos)
-    slow, weights = _forward(model, t, pos, weights=True)
+    fast = forward_at(model, t, pos)
+    slow, weights = forward_at(model, t, pos, weights=True)
     assert fast.shape == (2, 5) and weights.shape == (2, 2, 4, 12, 12)
     np.testing.assert_allclose(np.asarray(fast), np.asarray(slow), atol=1e-5)
     perm = jax.random.permutation(jax.random.key(4), 12)
-    assert float(jnp.abs(_forward(model, t[:, perm], pos) - fast).max()) > 1e-4
-    np.testing.assert_allclose(np.asarray(_forward(model, t, pos + 7)), np.asarray(fast),
+    assert float(jnp.abs(forward_at(model, t[:, perm], pos) - fast).max()) > 1e-4
+    np.testing.assert_allclose(np.asarray(forward_at(model, t, pos + 7)), np.asarray(fast),
                                atol=2e-5)

@@ -10,6 +10,7 @@ from flax import nnx
 import posjax.encodings as pe
 from posjax.encodings import apply_rope
 from _np_refs import np_rotate, random_qk
+from _pe_checks import constant_qk, constant_qk_logits
 
 
 def numpy_rope(x, pos, *, base=10000.0, fraction=1.0, interleaved=False):
@@ -49,32 +50,14 @@ def test_module_rotation_and_relative_logits():
     np.testing.assert_allclose(logits, shifted, atol=1e-4)
 
 
-def _qk(key, length, heads=4, dim=8):
-    kq, kk = jax.random.split(jax.random.key(key))
-    q = jnp.broadcast_to(jax.random.normal(kq, (1, 1, heads, dim)), (1, length, heads, dim))
-    k = jnp.broadcast_to(jax.random.normal(kk, (1, 1, heads, dim)), (1, length, heads, dim))
-    return q, k
-
-
-@nnx.jit
-def _rotated_logits(module, q, k, pos):
-    qr, kr = module.rotate(q, k, pos[None], pos[None])
-    return jnp.einsum("bqhd,bkhd->bhqk", qr, kr)
-
-
-def _logits(module, pos, key=0):
-    q, k = _qk(key, len(pos))
-    return np.asarray(_rotated_logits(module, q, k, pos))
-
-
 def test_partial_head_rope_rotates_only_the_first_k_heads():
     m = pe.make("rope", d_model=32, num_heads=4, interleaved=True, num_rotary_heads=2)
-    q, k = _qk(1, 6)
+    q, k = constant_qk(1, 6)
     qr, kr = nnx.jit(lambda m, q, k, p: m.rotate(q, k, p, p))(m, q, k, jnp.arange(6)[None] + 3)
     np.testing.assert_array_equal(np.asarray(qr[:, :, 2:]), np.asarray(q[:, :, 2:]))
     np.testing.assert_array_equal(np.asarray(kr[:, :, 2:]), np.asarray(k[:, :, 2:]))
     assert float(jnp.abs(qr[:, :, :2] - q[:, :, :2]).max()) > 1e-2
-    logits = _logits(m, jnp.arange(6))
+    logits = constant_qk_logits(m, jnp.arange(6))
     # NoPE heads: constant logits (q, k are the same at every position); RoPE heads vary
     assert np.ptp(logits[0, 2:], axis=(-1, -2)).max() < 1e-5
     assert np.ptp(logits[0, :2], axis=(-1, -2)).min() > 1e-2

@@ -9,31 +9,9 @@ from flax import nnx
 import posjax.encodings as pe
 from posjax.encodings.rope_plus_abs import RoPEPlusAbs
 from posjax.models import Classifier, TransformerConfig
+from _pe_checks import constant_qk_logits, forward_at
 
 CFG = dict(vocab_size=40, num_layers=2, d_model=32, num_heads=4, d_ff=64, max_len=24)
-
-
-def _qk(key, length, heads=4, dim=8):
-    kq, kk = jax.random.split(jax.random.key(key))
-    q = jnp.broadcast_to(jax.random.normal(kq, (1, 1, heads, dim)), (1, length, heads, dim))
-    k = jnp.broadcast_to(jax.random.normal(kk, (1, 1, heads, dim)), (1, length, heads, dim))
-    return q, k
-
-
-@nnx.jit
-def _rotated_logits(module, q, k, pos):
-    qr, kr = module.rotate(q, k, pos[None], pos[None])
-    return jnp.einsum("bqhd,bkhd->bhqk", qr, kr)
-
-
-def _logits(module, pos, key=0):
-    q, k = _qk(key, len(pos))
-    return np.asarray(_rotated_logits(module, q, k, pos))
-
-
-@nnx.jit(static_argnames="weights")
-def _forward(model, tokens, positions, weights=False):
-    return model(tokens, positions=positions, return_attention=weights)
 
 
 def test_registered_with_hooks_and_flags():
@@ -52,8 +30,8 @@ def test_rope_plus_abs_adds_the_block_sinusoid_and_rotates_relatively():
     ref = np.concatenate([np.sin(pos[:, None] * w), np.cos(pos[:, None] * w)], -1)
     np.testing.assert_allclose(out[1], ref, atol=2e-6)
     # the rotate part alone is relative; the embed part makes the whole PE absolute
-    base = _logits(m, jnp.arange(8))
-    np.testing.assert_allclose(_logits(m, jnp.arange(8) + 32), base, atol=1e-5)
+    base = constant_qk_logits(m, jnp.arange(8))
+    np.testing.assert_allclose(constant_qk_logits(m, jnp.arange(8) + 32), base, atol=1e-5)
     np.testing.assert_allclose(m.table(pos), ref, atol=2e-6)
 
 
@@ -61,5 +39,5 @@ def test_rope_plus_abs_model_is_not_shift_invariant():
     model = Classifier(TransformerConfig(pe="rope_plus_abs", **CFG), 3, "mean", rngs=nnx.Rngs(0))
     t = jax.random.randint(jax.random.key(1), (2, 10), 0, 40)
     pos = jnp.arange(10)
-    shifted, ref = _forward(model, t, pos + 5), _forward(model, t, pos)
+    shifted, ref = forward_at(model, t, pos + 5), forward_at(model, t, pos)
     assert float(jnp.abs(shifted - ref).max()) > 1e-4
