@@ -34,7 +34,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, monkeypatch):
     assert "| distance | rope |" in report and "Claims" in report
     assert os.path.exists(os.path.join(out, "ablation_distance.png"))
     # rerun: the finished cell is read back, not recomputed
-    monkeypatch.setattr(exp, "run_cell", lambda *a, **k: pytest.fail("cell recomputed"))
+    monkeypatch.setattr(exp.experiment, "run_cell", lambda *a, **k: pytest.fail("cell recomputed"))
     exp.main(TINY + ["--out", out])
 
 

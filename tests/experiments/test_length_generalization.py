@@ -188,7 +188,7 @@ def test_tiny_schedule_run_decodes_from_the_cache(tmp_path):
 
 
 def test_summary_mrr_and_nope_verdict():
-    from experiments._length_generalization_report import nope_verdict, summarise
+    from experiments.length_generalization.report import nope_verdict, summarise
 
     cfg = lg.LengthGeneralizationConfig(tasks=("copy", "reverse"), pes=("none", "rope", "alibi"), train_max_length=2,
                       test_factor=2)
@@ -214,7 +214,7 @@ def test_summary_mrr_and_nope_verdict():
                    ("reverse", "none"): 0.2, ("reverse", "rope"): 0.2,
                    ("reverse", "alibi"): 0.6}[(task, pe)]
             three[(task, pe, seed)] = cell(max(ood + jitter, 0.0))
-    from experiments._length_generalization_report import nope_claim
+    from experiments.length_generalization.report import nope_claim
     claims = {c["task"]: c["verdict"] for c in nope_claim(summarise(three, cfg, 3))}
     assert claims == {"copy": "reproduced", "reverse": "not reproduced"}
     zero = {k: cell(0.0) for k in three}

@@ -7,12 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from experiments.common import (CI_METHOD, IN_DISTRIBUTION_MIN, converged_cell, fmt_ci,
-                                markdown_table, mean_ci, reaches, verdict)
-
-ROPE_SCALINGS = ("rope_linear", "rope_ntk", "rope_yarn", "rope_llama3", "longrope")
-# The PEs of Kazemnejad et al. (APE = sinusoidal, plus learned) used for the NoPE comparison.
-REFERENCE_PES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
+from experiments.common import (converged_cell, fmt_ci, markdown_table, mean_ci, reaches, verdict,
+                                CI_METHOD, IN_DISTRIBUTION_MIN)
+from experiments.length_generalization.config import REFERENCE_PES, ROPE_SCALINGS
 
 
 def summarise(cells: dict[tuple[str, str, int], dict], cfg, seeds: int

@@ -20,86 +20,18 @@ import dataclasses
 import functools
 import os
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from flax import nnx
 
-from experiments.common import (display_label, learned_label, learned_pe, learned_sigma,
-                                CI_METHOD, PLATEAU_CRITERION, CellStore, converged_cell,
-                                converged_claim, described, experiment_parser, fmt_ci,
-                                loss_curve, loss_plateau, markdown_table, mean_ci,
-                                resolve_config, run_cli,
-                                versions, write_json)
-from posjax.models import TokenRegressor, TransformerConfig
-from posjax.training import TrainConfig
-
-
-def _model_template() -> TransformerConfig:
-    """The encoder (arXiv 2406.08272's network model: post-LN, a GELU after the MLP, the
-    learned PE added before every block, one head); ``input_dim`` (window + 1), ``max_len`` (the
-    number of nodes) and ``pe`` / ``pe_options`` (the σ label) are set from the data and the cell."""
-    return TransformerConfig(num_layers=4, d_model=64, num_heads=1, d_ff=256, pe="none",
-                             pre_norm=False, pe_every_layer=True, mlp_trailing_activation=True)
-
-
-def _train_template() -> TrainConfig:
-    return TrainConfig(steps=20_000, batch_size=32, optimizer="adam", learning_rate=1e-4,
-                       progress=False)
-
-
-# Library fields the experiment decides (data and cell); --set of another value is refused.
-DECIDED = {"model": ("pe", "pe_options", "input_dim", "max_len"),
-           "train": ("log_every", "checkpoint_every")}
-
-
-@dataclasses.dataclass(frozen=True)
-class NetworkSimulationConfig:
-    """Settings of the experiment (the simulation's other knobs keep the defaults of
-    ``NetworkSimOptions``). ``seeds`` is a count (seeds 0..seeds-1). ``model`` / ``train``:
-    the library configs, set dotted (``--set model.d_model=32 train.learning_rate=3e-3``)."""
-
-    sigmas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.2, 1.5, 1.8, 2.0)
-    baselines: tuple[str, ...] = ("none",)
-    seeds: int = 5
-    layout: str = "grid2d"
-    sim_steps: int = 10_000
-    sim_seed: int = 0
-    mask_fraction: float = 0.15
-    test_fraction: float = 0.2          # last fraction of the windows (in time) is the test set
-    mask_token: str = described("zeros+flag", "masked_inputs: content zeroed plus a 0/1 flag; "
-                                "docs/interpretations.md")
-    model: TransformerConfig = dataclasses.field(default_factory=_model_template)
-    train: TrainConfig = dataclasses.field(default_factory=_train_template)
-
-    def __post_init__(self):
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
-        if any(s <= 0 for s in self.sigmas):
-            raise ValueError(f"every σ must be positive, got {self.sigmas}")
-        if self.layout not in ("grid2d", "modular"):
-            raise ValueError(f"layout must be grid2d or modular, got {self.layout!r}")
-        if self.train.steps <= 0 or self.sim_steps <= 0:
-            raise ValueError("train.steps and sim_steps must be positive")
-        if not 0 < self.mask_fraction < 1 or not 0 < self.test_fraction < 1:
-            raise ValueError("mask_fraction and test_fraction must be in (0, 1)")
-        for part, template in (("model", _model_template()), ("train", _train_template())):
-            for name in DECIDED[part]:
-                if getattr(getattr(self, part), name) != getattr(template, name):
-                    raise ValueError(f"{part}.{name} is decided by the experiment (data, σ "
-                                     f"label, train.steps); it cannot be set")
-
-
-PRESETS = {
-    # 2-core CPU: small model, 5 seeds in ensembles
-    "quick": NetworkSimulationConfig(
-        sigmas=(0.05, 0.2, 1.0, 2.0), seeds=5, sim_steps=3000,
-        model=dataclasses.replace(_model_template(), d_model=32, num_layers=2, d_ff=128),
-        train=dataclasses.replace(_train_template(), learning_rate=3e-3, steps=600)),
-    # one H200 in <= 8 min: the paper-sized model (d = 64, 4 layers) and grid, 5 seeds
-    "gpu": NetworkSimulationConfig(train=dataclasses.replace(_train_template(), steps=5000)),
-    "paper": NetworkSimulationConfig(),
-}
+from experiments.common import (converged_cell, display_label, experiment_parser, fmt_ci,
+                                learned_label, learned_pe, learned_sigma, loss_curve,
+                                markdown_table, mean_ci, resolve_config, versions, write_json,
+                                CI_METHOD, CellStore, PLATEAU_CRITERION)
+from experiments.network_simulation.config import NetworkSimulationConfig, PRESETS
+from experiments.network_simulation.report import claims, cross_seed_alignment, make_plots
+from posjax.models import TokenRegressor
 
 
 def build_model(label: str, opts: NetworkSimulationConfig, num_nodes: int, window: int,
@@ -208,111 +140,6 @@ def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: Netw
     return cells
 
 
-def cross_seed_alignment(label: str, seeds: Sequence[int], out_dir: str) -> float | None:
-    """Mean pairwise Procrustes R² between the layer-0 tables of different seeds."""
-    from posjax.analysis.similarity import procrustes_align
-
-    tabs = []
-    for s in seeds:
-        path = os.path.join(out_dir, "tables", f"{label}_seed{s}.npy")
-        if os.path.exists(path):
-            tabs.append(np.load(path)[0])
-    if len(tabs) < 2:
-        return None
-    vals = [procrustes_align(tabs[i], tabs[j])[1]
-            for i in range(len(tabs)) for j in range(i + 1, len(tabs))]
-    return float(np.mean(vals))
-
-
-def make_plots(rows, sim, opts, out_dir, labels) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from posjax.analysis.similarity import cosine_rsm, embedding_2d
-
-    files = []
-    learned = [r for r in rows if r["sigma"] is not None]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    sig = [r["sigma"] for r in learned]
-    for key, name in (("layout_spearman", "PE-RSM vs layout (Spearman)"),
-                      ("fc_spearman", "PE-RSM vs FC (Spearman)"),
-                      ("procrustes_r2_layout", "Procrustes R² onto layout"),
-                      ("segregation", "segregation"), ("cross_seed", "cross-seed Procrustes R²")):
-        ys = [r[key] if key == "cross_seed" else r[key]["mean"] for r in learned]
-        axes[0].plot(sig, ys, marker="o", label=name)
-    axes[0].set(xscale="log", xlabel="σ", title="recovery of the ground truth vs σ")
-    axes[0].legend(fontsize=7)
-    for key, style in (("r2_train", "s-"), ("r2_test", "o-")):
-        axes[1].errorbar(sig, [r[key]["mean"] for r in learned], [r[key]["half"] for r in learned],
-                         fmt=style, label=key, capsize=2)
-    axes[1].set(xscale="log", xlabel="σ", ylabel="masked-node R²", title="prediction vs σ")
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "network_sweep.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    files.append(path)
-    show = [lab for lab in labels if os.path.exists(
-        os.path.join(out_dir, "tables", f"{lab}_seed0.npy"))]
-    if show:
-        fig, axes = plt.subplots(2, len(show) + 1, figsize=(2.4 * (len(show) + 1), 4.8),
-                                 squeeze=False)
-        axes[0, 0].scatter(*sim["coords"].T, c=sim["modules"], cmap="tab10", s=12)
-        axes[0, 0].set_title("true layout", fontsize=8)
-        axes[1, 0].imshow(sim["fc"], cmap="RdBu_r", vmin=-1, vmax=1)
-        axes[1, 0].set_title("FC", fontsize=8)
-        for i, lab in enumerate(show, 1):
-            tab = np.load(os.path.join(out_dir, "tables", f"{lab}_seed0.npy"))[0]
-            xy = embedding_2d(tab, "pca")
-            axes[0, i].scatter(*xy.T, c=sim["modules"], cmap="tab10", s=12)
-            axes[0, i].set_title(f"{display_label(lab)} PE PCA", fontsize=8)
-            axes[1, i].imshow(cosine_rsm(tab), cmap="RdBu_r", vmin=-1, vmax=1)
-            axes[1, i].set_title("PE RSM", fontsize=8)
-        for ax in axes.ravel():
-            ax.set_xticks([])
-            ax.set_yticks([])
-        fig.tight_layout()
-        path = os.path.join(out_dir, "network_pe.png")
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        files.append(path)
-    return files
-
-
-def claims(cells: list[dict], cfg: NetworkSimulationConfig) -> list[dict]:
-    """Claims with a threshold fixed in advance; verdicts decided by the 95 % CI over seeds.
-    All are about trained models: each carries the training-loss plateau of the runs it reads
-    and is "untested at this scale" when one has not converged."""
-    out = []
-    sig = sorted(cfg.sigmas)
-    if len(sig) >= 2:
-        lo, hi = learned_label(sig[0]), learned_label(sig[-1])
-        by = {(c["label"], c["seed"]): c for c in cells}
-        seeds = sorted({s for (lab, s) in by if lab == lo} & {s for (lab, s) in by if lab == hi})
-
-        def conv(*labels):
-            return [loss_plateau(by[(lab, s)].get("loss_curve"), f"{lab}/seed{s}")
-                    for lab in labels for s in seeds]
-
-        d = mean_ci(by[(lo, s)]["pe_vs_layout"]["spearman"]
-                    - by[(hi, s)]["pe_vs_layout"]["spearman"] for s in seeds)
-        out.append(converged_claim(
-            {"claim": f"small init recovers the layout better: PE-RSM vs layout Spearman "
-                      f"σ={sig[0]:g} − σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0},
-            conv(lo, hi)))
-        d = mean_ci(by[(lo, s)]["r2_test"] - by[(hi, s)]["r2_test"] for s in seeds)
-        out.append(converged_claim(
-            {"claim": f"small init predicts held-out activity better: R² test σ={sig[0]:g} − "
-                      f"σ={sig[-1]:g} > 0", "ci": d, "threshold": 0.0}, conv(lo, hi)))
-        v = mean_ci(by[(lo, s)]["pe_vs_layout"]["spearman"] for s in seeds)
-        out.append(converged_claim(
-            {"claim": f"the learned PE (σ={sig[0]:g}) mirrors the layout: PE-RSM vs layout "
-                      "Spearman > 0", "ci": v, "threshold": 0.0}, conv(lo)))
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     from posjax.analysis.similarity import compare_rsms, layout_rsm
     from posjax.data.network_sim import NetworkSimOptions, random_masks, simulate, windows
@@ -402,7 +229,3 @@ def main(argv: Sequence[str] | None = None) -> None:
                           "docs/interpretations.md)",
                   "training": "every σ x seed of the learned PE trained as one ensemble"}})
     print(report)
-
-
-if __name__ == "__main__":
-    run_cli(main)
