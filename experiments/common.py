@@ -570,3 +570,65 @@ def display_label(label: str, prefix: str = "σ=") -> str:
     """``"learned_s0.2"`` -> ``"σ=0.2"`` for plots and tables; other labels unchanged."""
     sigma = learned_sigma(label)
     return label if sigma is None else f"{prefix}{label[len(LEARNED_PREFIX):]}"
+
+
+# --- the σ sweep run as ensembles (init_sweep, network_simulation) -----------------------------
+def sweep_groups(sigmas: Sequence[float], others: Sequence[str]) -> dict[str, list[str]]:
+    """The ensembles of a σ sweep, ``{name: labels}``: every learned σ in one (``"learned"``; σ
+    only changes the initialisation, so they share one compiled step), each other PE alone."""
+    out = {"learned": [learned_label(s) for s in sigmas]} if sigmas else {}
+    out.update({label: [label] for label in others})
+    return out
+
+
+def sweep_members(labels: Sequence[str], seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """The members of one sweep ensemble, ``{"label", "seed"}`` per label x seed (label-major)."""
+    return [{"label": label, "seed": seed} for label in labels for seed in seeds]
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepEnsemble:
+    """A trained sweep ensemble: its ``members`` (:func:`sweep_members`), the
+    :class:`posjax.training.EnsembleResult` and each member's logged training-loss curve."""
+
+    members: list[dict[str, Any]]
+    result: Any
+    curves: list[list[list[float]]]
+
+
+def train_sweep_ensemble(name: str, labels: Sequence[str], seeds: Sequence[int], *,
+                         build: Callable[[str, int], Any], loss_fn: Callable,
+                         arrays: Mapping[str, np.ndarray], train: Any, steps: int, out_dir: str,
+                         run_config: Mapping[str, Any]) -> SweepEnsemble:
+    """Train (or resume) one ensemble of a σ sweep with :func:`posjax.training.train_ensemble`.
+
+    One member per label x seed; member ``m`` is ``build(m["label"], m["seed"])`` and draws its
+    batches of ``arrays`` (``train.batch_size`` rows) in the order of its seed. ``train`` (a
+    :class:`posjax.training.TrainConfig`) runs ``steps`` steps, logging 20 and checkpointing 4
+    times; the run lives in ``out_dir/train/<name>`` with ``run_config`` in its record."""
+    from posjax.training import ArrayBatches, train_ensemble
+
+    members = sweep_members(labels, seeds)
+    tcfg = dataclasses.replace(train, steps=steps, log_every=max(steps // 20, 1),
+                               checkpoint_every=max(steps // 4, 1))
+    batches = [ArrayBatches(dict(arrays), train.batch_size, seed=m["seed"]) for m in members]
+    run_dir = os.path.join(out_dir, "train", name)
+    result = train_ensemble(lambda m: build(m["label"], m["seed"]), loss_fn, batches, tcfg,
+                            members=members, out_dir=run_dir, run_config=dict(run_config))
+    curves = [loss_curve(os.path.join(run_dir, "metrics.jsonl"), member=i)
+              for i in range(len(members))]
+    return SweepEnsemble(members, result, curves)
+
+
+def run_sweep(tag: str, store: CellStore, groups: Mapping[str, Sequence[str]], n_seeds: int,
+              run_group: Callable[[str, list[str]], list[dict]]) -> list[dict]:
+    """The cells of every ensemble of ``groups`` (:func:`sweep_groups`), each ensemble one
+    resumable cell of ``store`` holding one entry per label x seed; ``run_group(name, labels)``
+    computes a missing one."""
+    cells: list[dict] = []
+    for name, labels in groups.items():
+        print(f"{tag}: ensemble {name} ({len(labels)} x {n_seeds} members)", flush=True)
+        cells += store.compute({"group": name, "labels": labels},
+                               lambda: run_group(name, list(labels)),
+                               count=len(labels) * n_seeds)
+    return cells

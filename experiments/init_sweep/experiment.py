@@ -23,9 +23,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.common import (experiment_parser, learned_label, learned_pe, learned_sigma,
-                                loss_curve, resolve_config, versions, write_json, CI_METHOD,
-                                CellStore)
+from experiments.common import (CI_METHOD, CellStore, experiment_parser, learned_pe,
+                                learned_sigma, resolve_config, run_sweep, sweep_groups,
+                                sweep_members, train_sweep_ensemble, versions, write_json)
 from experiments.init_sweep.config import FIXED_PES, InitSweepConfig, PRESETS
 from experiments.init_sweep.report import claims, make_plots, summarise, write_report
 from posjax.analysis.similarity import pe_tables
@@ -50,7 +50,7 @@ def pe_spec(label: str, opts: InitSweepConfig) -> tuple[str, dict[str, Any]]:
 def build_model(label: str, opts: InitSweepConfig, seed: int):
     from flax import nnx
 
-    from posjax.models import Classifier, TransformerConfig
+    from posjax.models import Classifier
 
     name, pe_options = pe_spec(label, opts)
     cfg = dataclasses.replace(opts.model, input_dim=5, max_len=opts.grid_width ** 2, pe=name,
@@ -117,9 +117,7 @@ def accuracies(pred: np.ndarray, puzzles: dict[str, np.ndarray]) -> dict[str, fl
 
 def groups(cfg: InitSweepConfig) -> dict[str, list[str]]:
     """Ensembles: every learned σ together (σ only changes the init), each fixed PE alone."""
-    out = {"learned": [learned_label(s) for s in cfg.sigmas]} if cfg.sigmas else {}
-    out.update({label: [label] for label in cfg.fixed_pes})
-    return out
+    return sweep_groups(cfg.sigmas, cfg.fixed_pes)
 
 
 def run_group(name: str, labels: Sequence[str], splits: dict, cfg: InitSweepConfig,
@@ -129,25 +127,20 @@ def run_group(name: str, labels: Sequence[str], splits: dict, cfg: InitSweepConf
 
     from posjax.analysis.similarity import pe_similarity
     from posjax.encodings.grid2d import sinusoidal_2d
-    from posjax.training import ArrayBatches, predict_classes, train_ensemble
+    from posjax.training import predict_classes
 
     t0 = time.perf_counter()
     train = model_arrays(splits["train"])
-    members = [{"label": label, "seed": seed} for label in labels for seed in cfg.seed_values]
     steps = cfg.steps(len(train["labels"]))
-    tcfg = dataclasses.replace(cfg.train, steps=steps, log_every=max(steps // 20, 1),
-                               checkpoint_every=max(steps // 4, 1))
-    batches = [ArrayBatches(train, cfg.train.batch_size, seed=m["seed"]) for m in members]
-    make = lambda m: build_model(m["label"], cfg, m["seed"])
+    build = lambda label, seed: build_model(label, cfg, seed)
     positions = jnp.arange(cfg.grid_width ** 2)
-    init_models = [make(m) for m in members]
+    init_models = [build(m["label"], m["seed"]) for m in sweep_members(labels, cfg.seed_values)]
     init_tables = [pe_tables(model, positions) for model in init_models]
-    run_dir = os.path.join(out_dir, "train", name)
-    result = train_ensemble(make, make_loss(cfg.readout), batches, tcfg,
-                            members=[{"seed": m["seed"], "label": m["label"]} for m in members],
-                            out_dir=run_dir, run_config={"sweep": cfg, "group": name})
-    curves = [loss_curve(os.path.join(run_dir, "metrics.jsonl"), member=i)
-              for i in range(len(members))]
+    trained = train_sweep_ensemble(name, labels, cfg.seed_values, build=build,
+                                   loss_fn=make_loss(cfg.readout), arrays=train, train=cfg.train,
+                                   steps=steps, out_dir=out_dir,
+                                   run_config={"sweep": cfg, "group": name})
+    members, result, curves = trained.members, trained.result, trained.curves
     named = {k: model_arrays(splits[k]) for k in ("train", "test", "ood")}
     gt = np.asarray(sinusoidal_2d(cfg.grid_width, cfg.grid_width, cfg.model.d_model))
     onehots = jnp.eye(5)[:4]
@@ -192,12 +185,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     splits = make_splits(lst, seed=cfg.data_seed)
     data_seconds = time.perf_counter() - t0
     store = CellStore(args.out, {"sweep": cfg, "lst": lst})
-    cells: list[dict] = []
-    for name, labels in groups(cfg).items():
-        print(f"init_sweep: ensemble {name} ({len(labels)} x {cfg.seeds} members)", flush=True)
-        cells += store.compute({"group": name, "labels": labels},
-                               lambda: run_group(name, labels, splits, cfg, args.out),
-                               count=len(labels) * len(cfg.seed_values))
+    cells = run_sweep("init_sweep", store, groups(cfg), len(cfg.seed_values),
+                      lambda name, labels: run_group(name, labels, splits, cfg, args.out))
     labels = [label for ls in groups(cfg).values() for label in ls]
     rows = summarise(cells, labels)
     found = claims(cells, cfg)

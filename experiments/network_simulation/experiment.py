@@ -25,12 +25,11 @@ from typing import Sequence
 import numpy as np
 from flax import nnx
 
-from experiments.common import (converged_cell, display_label, experiment_parser, fmt_ci,
-                                learned_label, learned_pe, learned_sigma, loss_curve,
-                                markdown_table, mean_ci, resolve_config, versions, write_json,
-                                CI_METHOD, CellStore, PLATEAU_CRITERION)
+from experiments.common import (experiment_parser, learned_pe, learned_sigma, resolve_config,
+                                run_sweep, sweep_groups, train_sweep_ensemble, versions, write_json,
+                                CI_METHOD, CellStore)
 from experiments.network_simulation.config import NetworkSimulationConfig, PRESETS
-from experiments.network_simulation.report import claims, cross_seed_alignment, make_plots
+from experiments.network_simulation.report import claims, make_plots, summarise, write_report
 from posjax.models import TokenRegressor
 
 
@@ -97,25 +96,18 @@ def run_group(name: str, labels: Sequence[str], sim: dict, data: dict, cfg: Netw
 
     from posjax.analysis.similarity import (compare_rsms, cosine_rsm, layout_rsm, modularity,
                                             pe_tables, pe_vs_fc, procrustes, segregation)
-    from posjax.training import ArrayBatches, train_ensemble
-
     t0 = time.perf_counter()
     n, window = data["train"].shape[1], data["train"].shape[2]
-    members = [{"label": lab, "seed": s} for lab in labels for s in range(cfg.seeds)]
-    steps = cfg.train.steps
-    tcfg = dataclasses.replace(cfg.train, log_every=max(steps // 20, 1),
-                               checkpoint_every=max(steps // 4, 1))
-    batches = [ArrayBatches({"x": data["train"]}, cfg.train.batch_size, seed=m["seed"])
-               for m in members]
-    run_dir = os.path.join(out_dir, "train", name)
-    result = train_ensemble(lambda m: build_model(m["label"], cfg, n, window, m["seed"]),
-                            make_loss(n, cfg.mask_fraction), batches, tcfg, members=members,
-                            out_dir=run_dir, run_config={"net": cfg, "group": name})
+    trained = train_sweep_ensemble(
+        name, labels, range(cfg.seeds), build=lambda lab, s: build_model(lab, cfg, n, window, s),
+        loss_fn=make_loss(n, cfg.mask_fraction), arrays={"x": data["train"]}, train=cfg.train,
+        steps=cfg.train.steps, out_dir=out_dir, run_config={"net": cfg, "group": name})
+    result = trained.result
     cells = []
-    for i, (m, model) in enumerate(zip(members, result.models)):
+    for i, (m, model) in enumerate(zip(trained.members, result.models)):
         label, seed = m["label"], m["seed"]
         cell = {"label": label, "seed": seed, "final_loss": result.metrics[i].get("loss"),
-                "loss_curve": loss_curve(os.path.join(run_dir, "metrics.jsonl"), member=i),
+                "loss_curve": trained.curves[i],
                 "diverged_at": result.diverged.get(i),
                 "sigma": learned_sigma(label),
                 "r2_train": r2_masked(model, data["train"], data["train_masks"]),
@@ -157,65 +149,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     data["train_masks"] = random_masks(rng, len(data["train"]), sim_opts.num_nodes, cfg.mask_fraction)
     data["test_masks"] = random_masks(rng, len(data["test"]), sim_opts.num_nodes, cfg.mask_fraction)
     store = CellStore(args.out, {"net": cfg, "sim": sim_opts})
-    groups = {"learned": [learned_label(s) for s in cfg.sigmas]} if cfg.sigmas else {}
-    groups.update({b: [b] for b in cfg.baselines})
-    cells: list[dict] = []
-    for name, labels in groups.items():
-        print(f"network_simulation: ensemble {name} ({len(labels)} x {cfg.seeds} members)",
-              flush=True)
-        cells += store.compute({"group": name, "labels": labels},
-                               lambda: run_group(name, labels, sim, data, cfg, args.out),
-                               count=len(labels) * cfg.seeds)
+    groups = sweep_groups(cfg.sigmas, cfg.baselines)
+    cells = run_sweep("network_simulation", store, groups, cfg.seeds,
+                      lambda name, labels: run_group(name, labels, sim, data, cfg, args.out))
     labels = [lab for ls in groups.values() for lab in ls]
     seeds = list(range(cfg.seeds))
-    rows = []
-    for lab in labels:
-        cs = [c for c in cells if c["label"] == lab]
-        row = {"label": lab, "sigma": cs[0]["sigma"], "n": len(cs), "seeds": seeds,
-               "r2_train": mean_ci(c["r2_train"] for c in cs),
-               "r2_test": mean_ci(c["r2_test"] for c in cs)}
-        for name, get in (("layout_spearman", lambda c: c["pe_vs_layout"]["spearman"]),
-                          ("layout_pearson", lambda c: c["pe_vs_layout"]["pearson"]),
-                          ("fc_spearman", lambda c: c["pe_vs_fc"]["spearman"]),
-                          ("procrustes_r2_layout", lambda c: c["procrustes_r2_layout"]),
-                          ("modularity", lambda c: c["modularity"]),
-                          ("segregation", lambda c: c["segregation"])):
-            row[name] = mean_ci(get(c) for c in cs if "pe_vs_layout" in c)
-        cs_align = cross_seed_alignment(lab, seeds, args.out)
-        row["cross_seed"] = cs_align if cs_align is not None else float("nan")
-        rows.append(row)
+    rows = summarise(cells, labels, seeds, args.out)
     found = claims(cells, cfg)
     layout_vs_fc = compare_rsms(layout_rsm(sim["coords"]), sim["fc"])
     plots = make_plots(rows, sim, cfg, args.out, labels)
-    fmt = lambda ci: fmt_ci(ci, 1, 3)
-    headers = ["PE", "seeds", "R² train", "R² test", "PE~layout ρ", "PE~FC ρ", "Procrustes R²",
-               "modularity Q", "segregation", "cross-seed R²"]
-    table = [[display_label(r["label"], "learned σ="), r["n"], fmt(r["r2_train"]),
-              fmt(r["r2_test"]), fmt(r["layout_spearman"]), fmt(r["fc_spearman"]),
-              fmt(r["procrustes_r2_layout"]), fmt(r["modularity"]), fmt(r["segregation"]),
-              "n/a" if np.isnan(r["cross_seed"]) else f"{r['cross_seed']:.3f}"]
-             for r in rows]
     preset = "quick" if args.quick else (args.preset or "paper")
-    report = "\n".join([
-        "# Network simulation: learned-PE recovery of a known layout (arXiv 2406.08272 stand-in)",
-        "", f"Preset: {preset}; layout {sim_opts.layout}, "
-        f"{sim_opts.num_nodes} nodes, {len(data['train'])}/{len(data['test'])} train/test windows "
-        f"of {sim_opts.window} steps; d={cfg.model.d_model}, {cfg.model.num_layers} layers, "
-        f"{cfg.train.steps} steps, lr {cfg.train.learning_rate}, seeds {seeds}.",
-        f"Uncertainty: {CI_METHOD}.",
-        f"True layout vs FC (Spearman of RSMs): {layout_vs_fc['spearman']:.3f} (the FC mirrors "
-        "the layout, so recovering either is recovering the geometry).", "",
-        markdown_table(headers, table), "",
-        "ρ: Spearman between the PE cosine-RSM and the negative distance (layout) or the FC "
-        "(upper triangles, mean over layers). Procrustes R²: the learned table onto the 2-D "
-        "coordinates. Modularity/segregation of the PE RSM under the known modules (grid "
-        "quadrants for grid2d). Cross-seed: mean pairwise Procrustes R² of layer-0 tables.", "",
-        "## Claims (differences paired by seed)", "",
-        markdown_table(["claim", "mean ± 95 % CI", "seeds", "converged runs", "verdict"],
-                       [[c["claim"], fmt(c["ci"]), c["ci"]["n"], converged_cell(c), c["verdict"]]
-                        for c in found]), "",
-        f"Converged: {PLATEAU_CRITERION}.",
-        "", "Plots: network_sweep.png, network_pe.png."])
+    sizes = (len(data["train"]), len(data["test"]))
+    report = write_report(rows, found, cfg, sim_opts, sizes, seeds, layout_vs_fc, preset)
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(report + "\n")
     write_json(os.path.join(args.out, "results.json"), {

@@ -1,5 +1,5 @@
-"""``experiments.network_simulation``: the cross-seed alignment, the claims with their verdicts
-and the plots."""
+"""``experiments.network_simulation``: the summary over seeds (with the cross-seed alignment),
+the claims with their verdicts, the plots and report.md."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,9 @@ from typing import Sequence
 
 import numpy as np
 
-from experiments.common import converged_claim, display_label, learned_label, loss_plateau, mean_ci
+from experiments.common import (converged_cell, converged_claim, display_label, fmt_ci,
+                                learned_label, loss_plateau, markdown_table, mean_ci, CI_METHOD,
+                                PLATEAU_CRITERION)
 from experiments.network_simulation.config import NetworkSimulationConfig
 
 
@@ -114,3 +116,61 @@ def claims(cells: list[dict], cfg: NetworkSimulationConfig) -> list[dict]:
             {"claim": f"the learned PE (σ={sig[0]:g}) mirrors the layout: PE-RSM vs layout "
                       "Spearman > 0", "ci": v, "threshold": 0.0}, conv(lo)))
     return out
+
+
+def summarise(cells: list[dict], labels: Sequence[str], seeds: Sequence[int], out_dir: str
+              ) -> list[dict]:
+    """Per label: mean ± 95 % CI over seeds of the R² and of every recovery score, and the
+    cross-seed alignment of the stored tables."""
+    rows = []
+    for lab in labels:
+        cs = [c for c in cells if c["label"] == lab]
+        row = {"label": lab, "sigma": cs[0]["sigma"], "n": len(cs), "seeds": seeds,
+               "r2_train": mean_ci(c["r2_train"] for c in cs),
+               "r2_test": mean_ci(c["r2_test"] for c in cs)}
+        for name, get in (("layout_spearman", lambda c: c["pe_vs_layout"]["spearman"]),
+                          ("layout_pearson", lambda c: c["pe_vs_layout"]["pearson"]),
+                          ("fc_spearman", lambda c: c["pe_vs_fc"]["spearman"]),
+                          ("procrustes_r2_layout", lambda c: c["procrustes_r2_layout"]),
+                          ("modularity", lambda c: c["modularity"]),
+                          ("segregation", lambda c: c["segregation"])):
+            row[name] = mean_ci(get(c) for c in cs if "pe_vs_layout" in c)
+        cs_align = cross_seed_alignment(lab, seeds, out_dir)
+        row["cross_seed"] = cs_align if cs_align is not None else float("nan")
+        rows.append(row)
+    return rows
+
+
+def write_report(rows: list[dict], found: list[dict], cfg: NetworkSimulationConfig, sim_opts,
+                 sizes: tuple[int, int], seeds: Sequence[int], layout_vs_fc: dict, preset: str
+                 ) -> str:
+    """The text of report.md: the summary table over seeds and the claims with their verdicts
+    (``sizes``: train / test windows)."""
+    fmt = lambda ci: fmt_ci(ci, 1, 3)
+    headers = ["PE", "seeds", "R² train", "R² test", "PE~layout ρ", "PE~FC ρ", "Procrustes R²",
+               "modularity Q", "segregation", "cross-seed R²"]
+    table = [[display_label(r["label"], "learned σ="), r["n"], fmt(r["r2_train"]),
+              fmt(r["r2_test"]), fmt(r["layout_spearman"]), fmt(r["fc_spearman"]),
+              fmt(r["procrustes_r2_layout"]), fmt(r["modularity"]), fmt(r["segregation"]),
+              "n/a" if np.isnan(r["cross_seed"]) else f"{r['cross_seed']:.3f}"]
+             for r in rows]
+    return "\n".join([
+        "# Network simulation: learned-PE recovery of a known layout (arXiv 2406.08272 stand-in)",
+        "", f"Preset: {preset}; layout {sim_opts.layout}, "
+        f"{sim_opts.num_nodes} nodes, {sizes[0]}/{sizes[1]} train/test windows "
+        f"of {sim_opts.window} steps; d={cfg.model.d_model}, {cfg.model.num_layers} layers, "
+        f"{cfg.train.steps} steps, lr {cfg.train.learning_rate}, seeds {seeds}.",
+        f"Uncertainty: {CI_METHOD}.",
+        f"True layout vs FC (Spearman of RSMs): {layout_vs_fc['spearman']:.3f} (the FC mirrors "
+        "the layout, so recovering either is recovering the geometry).", "",
+        markdown_table(headers, table), "",
+        "ρ: Spearman between the PE cosine-RSM and the negative distance (layout) or the FC "
+        "(upper triangles, mean over layers). Procrustes R²: the learned table onto the 2-D "
+        "coordinates. Modularity/segregation of the PE RSM under the known modules (grid "
+        "quadrants for grid2d). Cross-seed: mean pairwise Procrustes R² of layer-0 tables.", "",
+        "## Claims (differences paired by seed)", "",
+        markdown_table(["claim", "mean ± 95 % CI", "seeds", "converged runs", "verdict"],
+                       [[c["claim"], fmt(c["ci"]), c["ci"]["n"], converged_cell(c), c["verdict"]]
+                        for c in found]), "",
+        f"Converged: {PLATEAU_CRITERION}.",
+        "", "Plots: network_sweep.png, network_pe.png."])

@@ -208,3 +208,29 @@ def test_loss_curve_reads_members_and_single_runs(tmp_path):
     g = tmp_path / "single.jsonl"
     g.write_text(json.dumps({"step": 5, "loss": 1.5}))
     assert loss_curve(str(g)) == [[5, 1.5]] and loss_curve(str(tmp_path / "none.jsonl")) == []
+
+
+def test_sigma_sweep_groups_members_and_resumable_cells(tmp_path, capsys):
+    groups = common.sweep_groups((0.1, 2.0), ("none", "sin2d"))
+    assert groups == {"learned": ["learned_s0.1", "learned_s2"], "none": ["none"],
+                      "sin2d": ["sin2d"]}
+    assert common.sweep_groups((), ("none",)) == {"none": ["none"]}
+    assert common.sweep_members(["a", "b"], [7, 9]) == [
+        {"label": "a", "seed": 7}, {"label": "a", "seed": 9}, {"label": "b", "seed": 7},
+        {"label": "b", "seed": 9}]
+    calls = []
+
+    def run_group(name, labels):
+        calls.append(name)
+        return [{"label": m["label"], "seed": m["seed"]}
+                for m in common.sweep_members(labels, [0, 1])]
+
+    store = common.CellStore(str(tmp_path), {"opt": 1})
+    cells = common.run_sweep("t", store, groups, 2, run_group)
+    assert [(c["label"], c["seed"]) for c in cells][:3] == [
+        ("learned_s0.1", 0), ("learned_s0.1", 1), ("learned_s2", 0)] and len(cells) == 8
+    assert calls == ["learned", "none", "sin2d"]
+    assert "t: ensemble learned (2 x 2 members)" in capsys.readouterr().out
+    again = common.run_sweep("t", common.CellStore(str(tmp_path), {"opt": 1}), groups, 2,
+                             lambda *a: pytest.fail("a finished ensemble was recomputed"))
+    assert again == cells
