@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         overrides.setdefault("train", {})["progress"] = True
     if args.pes is not None:
         overrides.update(parse_set(FinetunePEConfig, [f"pes={args.pes}"]))
-    if preset == "quick" and "pretrained" not in overrides and "data_dir" not in overrides:
+    if preset == "quick" and not {"pretrained", "data_dir", "dataset"} & set(overrides):
         ckpt, data = write_quick_assets(args.out)
         overrides.update(pretrained=ckpt, data_dir=data, dataset="text")
     cfg = make_config(preset, **overrides)

@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any, Literal
 
 from posjax.geometry.stress_targets import has_gram_factorisation
-from experiments.common import apply_overrides
+from experiments.common import apply_overrides, described
 from posjax.models.config import TransformerConfig
 from posjax.training.config import TrainConfig
 
@@ -57,7 +57,7 @@ class StressConfig:
     """
 
     dataset: str = "synthetic"
-    mode: str = "paper"                 # the preset (quick, gpu, paper)
+    mode: str = described("paper", "the preset: --preset quick|gpu|paper")
     seeds: int = 3
     data_seed: int = 0
     encodings: tuple[str, ...] = TRAINED_ENCODINGS

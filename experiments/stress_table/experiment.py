@@ -198,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                                       "tokenizer"))
     if args.progress:
         overrides.setdefault("train", {})["progress"] = True
-    cfg = make_config(args.dataset, preset=preset_name(args), **overrides)
+    dataset = overrides.pop("dataset", args.dataset)  # --set dataset= is --dataset
+    cfg = make_config(dataset, preset=preset_name(args), **overrides)
     results = run(cfg, args.out)
     print()
     print(R.compact_stress_table(results))
