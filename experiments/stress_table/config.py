@@ -173,6 +173,43 @@ class StressConfig:
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    # The options as the explicit keyword arguments of the functions the driver calls.
+    def estimator_options(self) -> dict[str, Any]:
+        """Of :func:`posjax.geometry.positional_distributions`."""
+        return dict(num_positions=self.num_positions, pad_mode=self.pad_mode,
+                    smoothing=self.smoothing, top_k=self.top_k, min_count=self.min_count)
+
+    def pair_options(self) -> dict[str, Any]:
+        """Of :func:`posjax.geometry.stress_targets.coords_stress` (and ``RowsTarget``)."""
+        return dict(metric=self.metric, exact_max=self.stress_exact_max,
+                    pairs=self.stress_pairs, seed=self.data_seed)
+
+    def table_options(self) -> dict[str, Any]:
+        """Of :mod:`posjax.analysis.stress_tables` (ranks and the ``d`` of the parameter rows)."""
+        return dict(tau=self.tau, eps=self.eps, eps_alt=self.eps_alt,
+                    paper_d=self.sinusoidal_dim, model_d=self.model.d_model)
+
+    def encoding_options(self, names: tuple[str, ...] | None = None) -> dict[str, dict]:
+        """``{name: options}`` of the fixed encodings (``names``, default ``fixed_encodings``)
+        for :mod:`posjax.analysis.encoding_geometry`; ``t5`` is the registry's T5 bias at
+        initialisation."""
+        alibi = {"scale": self.alibi_scale, **({"num_heads": self.alibi_heads}
+                                               if self.alibi_scale == "mean_slope" else {})}
+        every = {"sinusoidal": {"dim": self.sinusoidal_dim},
+                 "rope": {"head_dim": self.rope_head_dim, "mode": self.rope_mode},
+                 "alibi": alibi, "nope": {},
+                 "t5": {"use_registry": True, "num_heads": self.alibi_heads}}
+        return {k: every[k] for k in (names or self.fixed_encodings)}
+
+    def geometry_path(self, n: int) -> str:
+        """``"dense"`` or ``"matrix_free"`` for ``n`` positions: the ``geometry`` option, where
+        ``"auto"`` is matrix-free when ``n > matrix_free_above`` and the metric has a Gram
+        factorisation (chord, normalized)."""
+        if self.geometry != "auto":
+            return self.geometry
+        return ("matrix_free" if n > self.matrix_free_above
+                and has_gram_factorisation(self.metric) else "dense")
+
 
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("synthetic", "paper"): {},

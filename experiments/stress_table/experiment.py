@@ -17,9 +17,8 @@ from experiments.stress_table import report as R
 from experiments.stress_table.config import (_NOT_RESULTS, _NOT_RESULTS_TRAIN, _PATH_OPTIONS,
                                              StressConfig, make_config)
 from experiments.stress_table.data import prepare
-from experiments.stress_table.geometry import (analyse_matrix_free, fixed_coordinates,
-                                               pretrained_stress_rows)
 from experiments.stress_table.train import train_cell
+from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
 
 
 def _salt(cfg: StressConfig, keys: Sequence[str] | None = None, path: str = "dense"
@@ -36,14 +35,18 @@ def _sensitivity(cfg: StressConfig, out_dir: str, log) -> list[dict]:
     store = CellStore(out_dir, {"part": "sensitivity", **_salt(cfg, (
         "metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
         "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads"))})
+    mf = cfg.geometry_path(cfg.sens_positions) == "matrix_free"
+    pairs = cfg.pair_options()
+    settings, path_key = G.sensitivity_settings(cfg.sens_samples, mf, pairs)
+    cell = dict(mixing=cfg.mixing, alpha=cfg.alpha, data_seed=cfg.data_seed, matrix_free=mf,
+                encodings=cfg.encoding_options(G.SENSITIVITY_ENCODINGS), pair_options=pairs)
     cells: dict[tuple, list[dict]] = {}
-    settings, path_key = G.sensitivity_settings(cfg)
     for samples, debias in settings:
-        reps = 1 if samples is None else cfg.sens_repeats
         cells[(samples, debias)] = [
             store.compute({"samples": samples, "debias": debias, "repeat": k, **path_key},
-                          lambda s=samples, d=debias, k=k: G.sensitivity_cell(cfg, s, d, k))
-            for k in range(reps)]
+                          lambda s=samples, d=debias, k=k: G.sensitivity_cell(
+                              cfg.sens_positions, cfg.sens_vocab, s, d, k, **cell))
+            for k in range(1 if samples is None else cfg.sens_repeats)]
     log(f"sensitivity: {len(cells)} settings done"
         + (" (matrix-free: no split-half cells)" if path_key else ""))
     return G.summarise_sensitivity(cells)
@@ -75,17 +78,29 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     with jax.enable_x64(True):
-        path, variants, ginfo = G.geometry_variants(prep, cfg)
+        path, variants, ginfo = G.geometry_variants(
+            prep, metric=cfg.metric, path_of=cfg.geometry_path,
+            estimator=cfg.estimator_options(), split_half_ok=cfg.mds_variant != "split_half")
         n = ginfo["n"]
+        if cfg.require_n and n < cfg.num_positions:
+            raise ValueError(f"only n = {n} positions could be analysed, fewer than the "
+                             f"num_positions = {cfg.num_positions} requested (require_n)")
+        ginfo["geometry"] = {"path": path, "option": cfg.geometry,
+                             **{k: getattr(cfg, k) for k in _PATH_OPTIONS[1:]}}
+        encodings = cfg.encoding_options()
         summaries, arrays = {}, {}
         if path == "dense":
-            fixed = G.fixed_distances(n, cfg)
+            fixed = G.fixed_distances(n, encodings)
             for name, v in variants.items():
-                summaries[name], arrays[name] = G.analyse(v["D"], v["D_fr"], cfg, fixed)
+                summaries[name], arrays[name] = dense_tables(
+                    v["D"], v["D_fr"], fixed, smacof_max_iter=cfg.smacof_max_iter,
+                    smacof_tol=cfg.smacof_tol, **cfg.table_options())
         else:
-            fixed = fixed_coordinates(n, cfg)
+            fixed = G.fixed_coordinates(n, encodings)
             for name, v in variants.items():
-                summaries[name], arrays[name] = analyse_matrix_free(v["P"], cfg, fixed)
+                summaries[name], arrays[name] = matrix_free_tables(
+                    v["P"], fixed, k=cfg.matrix_free_k, **cfg.pair_options(),
+                    **cfg.table_options())
     timing["geometry"] = time.perf_counter() - t0
     log(f"geometry ({path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
         f"{ginfo['N_i']['median']:.0f}/{ginfo['N_i']['max']:.0f}, "
@@ -94,8 +109,10 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     t0 = time.perf_counter()
     # "E4": the on-disk key of the accuracy cells, kept so that finished cells stay valid
     store = CellStore(out_dir, {"part": "E4", **_salt(cfg, path=path)})
-    targets = G.as_targets(variants, G.rows_options(cfg))
+    targets = G.as_targets(variants, cfg.pair_options())
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
+    mds = {"scale": cfg.mds_scale, "max_rank": cfg.mds_max_rank,
+           "trainable": cfg.mds_trainable, "lift": cfg.mds_lift}
     accuracy_rows = []
     if prep.train is None:
         log(prep.info.get("accuracy_note") or "accuracy table skipped: no labels")
@@ -104,7 +121,10 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
             found = store.get({"pe": pe, "seed": seed})
             row = found if found is not None else store.put(
                 {"pe": pe, "seed": seed},
-                train_cell(cfg, prep, pe, seed, mds_coords, targets, out_dir))
+                train_cell(prep, pe, seed, model=cfg.model, train=cfg.train,
+                           pooling=cfg.pooling, targets=targets, mds_coords=mds_coords,
+                           mds=mds, run_dir=os.path.join(out_dir, "train", f"{pe}-seed{seed}"),
+                           run_config={"dataset": cfg.dataset}))
             accuracy_rows.append(row)
             how = "stored" if found is not None else f"{row['seconds']:.1f} s"
             log(f"accuracy {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
@@ -125,11 +145,15 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                     stress[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
     if cfg.pretrained:
         with jax.enable_x64(True):
-            for v, rows in pretrained_stress_rows(cfg, prep, targets).items():
+            for v, rows in G.pretrained_stress_rows(
+                    cfg.pretrained, prep.model_offset, targets,
+                    layernorm=cfg.pretrained_layernorm,
+                    required=cfg.num_positions if cfg.require_n else None).items():
                 stress[v].update(rows)
     accuracy = R.accuracy_summary(accuracy_rows)
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
-    claim_list = R.claims(stress, summaries, accuracy, cfg, ceiling)
+    claim_list = R.claims(stress, summaries, accuracy, ceiling,
+                          chance_claim=cfg.dataset == "synthetic")
     files = R.plots(out_dir, variants, arrays, stress, accuracy, sens_rows)
     timing["total"] = time.perf_counter() - t_start
     timing["cpu_total"] = time.process_time() - cpu_start
@@ -168,14 +192,14 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
         "accuracy": {"rows": accuracy_rows, "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
                                             for pe, s in accuracy.items()},
                "bayes_accuracy": ceiling},
-        "sensitivity": {"rows": sens_rows, "geometry": G.geometry_path(cfg, cfg.sens_positions),
+        "sensitivity": {"rows": sens_rows, "geometry": cfg.geometry_path(cfg.sens_positions),
                         "spec_toy": {str(k): v for k, v in
                                      G.INTERPRETATIONS_TOY_STRESS.items()}},
         "claims": claim_list, "timing_s": timing, "files": files,
     }
     write_json(os.path.join(out_dir, "results.json"), results)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
-        f.write(R.report_markdown(results, cfg, stress, summaries, accuracy, ceiling, sens_rows, claim_list))
+        f.write(R.report_markdown(results, accuracy))
     return results
 
 

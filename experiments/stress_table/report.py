@@ -9,8 +9,7 @@ import numpy as np
 
 from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std
 from experiments.common import verdict as ci_verdict
-from experiments.stress_table.config import StressConfig
-from experiments.stress_table.geometry import INTERPRETATIONS_TOY_STRESS, geometry_paragraph
+from experiments.stress_table.geometry import INTERPRETATIONS_TOY_STRESS
 
 ENCODING_LABELS = {
     "mds_full": "MDS, r = rank(B) (r_tau)",
@@ -64,20 +63,16 @@ def stress_rows(variant_summary: dict, trained: dict[str, list[dict]], variant: 
     return rows
 
 
-def stress_markdown(stress: dict[str, dict[str, dict]], variants: list[str]) -> str:
-    order = list(ENCODING_LABELS)
-    headers = ["Encoding", "r"] + [f"{VARIANT_LABELS[v]} {s}" for v in variants
-                                   for s in ("σ_raw", "σ*")]
-    body = []
-    for key in order:
-        if key not in stress[variants[0]]:
-            continue
-        r = stress[variants[0]][key].get("rank", "")
-        cells = [ENCODING_LABELS[key], str(r)]
-        for v in variants:
-            row = stress[v].get(key, {})
-            cells += [_cell(row, "raw"), _cell(row, "optimal")]
-        body.append(cells)
+def stress_markdown(stress: dict[str, dict[str, dict]], variants: list[str],
+                    labels: bool = True) -> str:
+    """The stress table, one row per encoding (``labels``: display names, else the row keys)
+    and a (σ_raw, σ*) column pair per estimator variant."""
+    headers = ["Encoding" if labels else "encoding", "r"] + [
+        f"{VARIANT_LABELS[v]} {s}" for v in variants for s in ("σ_raw", "σ*")]
+    body = [[ENCODING_LABELS[key] if labels else key,
+             str(stress[variants[0]][key].get("rank", ""))]
+            + [_cell(stress[v].get(key, {}), s) for v in variants for s in ("raw", "optimal")]
+            for key in ENCODING_LABELS if key in stress[variants[0]]]
     return markdown_table(headers, body)
 
 
@@ -162,8 +157,10 @@ def sensitivity_table(rows: list[dict], toy: dict) -> str:
     return markdown_table(headers, body)
 
 
-def claims(stress: dict, summaries: dict, accuracy: dict, cfg: StressConfig, ceiling: float | None) -> list[dict]:
-    """The paper's claims confronted with this run (each with a verdict and the numbers)."""
+def claims(stress: dict, summaries: dict, accuracy: dict, ceiling: float | None, *,
+           chance_claim: bool = False) -> list[dict]:
+    """The paper's claims confronted with this run (each with a verdict and the numbers);
+    ``chance_claim``: check Theorem 1 on the NoPE row (the synthetic order task)."""
     out = []
     for v, rows in stress.items():
         if "mds_full" not in rows:  # matrix-free: only the top k eigenpairs exist
@@ -211,7 +208,7 @@ def claims(stress: dict, summaries: dict, accuracy: dict, cfg: StressConfig, cei
                                  "MDS − best other + 1 point > 0", "variant": "accuracy",
                         "value": {"mds": m["mean"], "best_other": best[1], "best": best[0],
                                   "statistic": diff}, "verdict": ci_verdict(diff, 0.0)})
-        if "none" in accuracy and cfg.dataset == "synthetic":
+        if "none" in accuracy and chance_claim:
             # Theorem 1: chance (50 %); reproduced when the CI of |acc − 0.5| lies below 5 points
             ci = mean_ci(0.05 - abs(a - 0.5) for a in accuracy["none"]["acc"])
             out.append({"claim": "Theorem 1: no positional signal -> chance on an order task: "
@@ -320,35 +317,58 @@ def plots(out_dir: str, variants: dict, arrays: dict, stress: dict, accuracy: di
     return files
 
 
-def report_markdown(res: dict, cfg: StressConfig, stress: dict, summaries: dict, accuracy: dict,
-                    ceiling: float | None, sens_rows: list[dict], claim_list: list[dict]) -> str:
-    it = res["interpretation"]
+def geometry_paragraph(g: dict, summaries: dict, n: int) -> str:
+    """The report's account of which geometry path ran, why, and what it did not compute."""
+    if g["path"] == "dense":
+        return (f"Dense: the n x n Hellinger matrix D of every variant (n = {n}; option "
+                f"`geometry={g['option']}`, matrix-free above n = {g['matrix_free_above']}).")
+    s = next(iter(summaries.values()))
+    stress = (f"exact, streamed over pairs (n <= {g['stress_exact_max']})"
+              if n <= g["stress_exact_max"] else
+              f"estimated from {g['stress_pairs']} sampled pairs (the same pairs for every "
+              "row; 95 % intervals in brackets)")
+    lines = [f"Matrix-free (option `geometry={g['option']}`, n = {n}, matrix-free above "
+             f"{g['matrix_free_above']}): no n x n array. MDS from the top k = {s['k']} "
+             "eigenpairs of B and the closed-form trace(B); the full-rank MDS row is replaced by "
+             f"MDS at k. Stress {stress}. Not computed at this n: split-half debiasing, SMACOF, "
+             "Fisher–Rao negative mass, shift-invariance score, effective rank, and the stress "
+             "of bias-only encoders (T5)."]
+    lines += [f"{VARIANT_LABELS[v]}: {note}." for v, sm in summaries.items()
+              for note in sm.get("notes", [])]
+    return " ".join(lines)
+
+
+def report_markdown(res: dict, accuracy: dict) -> str:
+    """report.md of the results ``res`` (their ``options`` are the run's config) and the
+    per-PE accuracy summary ``accuracy`` (:func:`accuracy_summary`)."""
+    it, o, stress = res["interpretation"], res["options"], res["stress"]
+    summaries = res["geometry"]["variants"]
     variants = list(stress)
     N = it["N_i"]
     mixed = ("Stress columns mix scales: σ_raw is the primary number for MDS rows, σ* "
              "(optimal scale) for the others; both are shown.")
     lines = [
-        f"# Stress of positional encodings — {cfg.dataset} ({cfg.mode})",
+        f"# Stress of positional encodings — {o['dataset']} ({o['mode']})",
         "",
         "Reproduction of arXiv 2604.05217 (Cirrincione, *On the Geometry of Positional Encodings "
         "in Transformers*), arXiv 2604.05217.",
         "",
         f"Data: `{res['data'].get('source')}`. n = {it['n']} positions analysed "
-        f"(requested {cfg.num_positions}); N_i min/median/max = "
-        f"{N['min']:.0f}/{N['median']:.0f}/{N['max']:.0f}; metric `{cfg.metric}`; "
-        f"keep_special = {cfg.keep_special}; pad_mode `{cfg.pad_mode}`; full rank r_τ (τ = "
-        f"{cfg.tau:g}), low rank r_ε (ε = {cfg.eps:g}); sinusoidal d = {cfg.sinusoidal_dim}, "
-        f"RoPE d_h = {cfg.rope_head_dim} ({cfg.rope_mode}).",
+        f"(requested {o['num_positions']}); N_i min/median/max = "
+        f"{N['min']:.0f}/{N['median']:.0f}/{N['max']:.0f}; metric `{o['metric']}`; "
+        f"keep_special = {o['keep_special']}; pad_mode `{o['pad_mode']}`; full rank r_τ (τ = "
+        f"{o['tau']:g}), low rank r_ε (ε = {o['eps']:g}); sinusoidal d = {o['sinusoidal_dim']}, "
+        f"RoPE d_h = {o['rope_head_dim']} ({o['rope_mode']}).",
         "",
         "## Geometry path",
         "",
-        geometry_paragraph(it["geometry"], summaries, it["n"], VARIANT_LABELS),
+        geometry_paragraph(it["geometry"], summaries, it["n"]),
         "",
         "## Stress per encoding",
         "",
         "Caption: Eq. (4) stress, no square root; estimators "
         f"{', '.join(VARIANT_LABELS[v] for v in variants)}; "
-        f"{mixed} Trained rows are means over {cfg.seeds} seed(s).",
+        f"{mixed} Trained rows are means over {o['seeds']} seed(s).",
         "",
         stress_markdown(stress, variants),
         "",
@@ -363,30 +383,30 @@ def report_markdown(res: dict, cfg: StressConfig, stress: dict, summaries: dict,
         "## Test accuracy per PE",
         "",
         (f"Task: {res['data']['task']['definition']} (shift {res['data']['task']['shift']})."
-         if cfg.dataset == "synthetic" else f"Evaluation split: {res['data'].get('eval_split')}."),
-        f"Model: {cfg.model.num_layers} layers, d = {cfg.model.d_model}, {cfg.model.num_heads} "
-        f"heads, pooling `{cfg.pooling}`, {cfg.train.steps} {cfg.train.optimizer} steps, batch "
-        f"{cfg.train.batch_size}. The MDS PE is rank "
-        f"r_ε from the {VARIANT_LABELS[cfg.mds_variant]} D, factors A Wᵀ trainable "
-        f"(`{cfg.mds_trainable}`).",
+         if o['dataset'] == "synthetic" else f"Evaluation split: {res['data'].get('eval_split')}."),
+        f"Model: {o['model']['num_layers']} layers, d = {o['model']['d_model']}, {o['model']['num_heads']} "
+        f"heads, pooling `{o['pooling']}`, {o['train']['steps']} {o['train']['optimizer']} steps, batch "
+        f"{o['train']['batch_size']}. The MDS PE is rank "
+        f"r_ε from the {VARIANT_LABELS[o['mds_variant']]} D, factors A Wᵀ trainable "
+        f"(`{o['mds_trainable']}`).",
         "",
-        accuracy_markdown(accuracy, ceiling),
+        accuracy_markdown(accuracy, res['accuracy']['bayes_accuracy']),
         "",
         "## Sensitivity to samples per position (docs/interpretations.md)",
         "",
-        f"Three-regime corpus ({cfg.mixing} mixing, α = {cfg.alpha}), V = {cfg.sens_vocab}, "
-        f"n = {cfg.sens_positions}; mean over {cfg.sens_repeats} draws. MDS columns are σ_raw, "
+        f"Three-regime corpus ({o['mixing']} mixing, α = {o['alpha']}), V = {o['sens_vocab']}, "
+        f"n = {o['sens_positions']}; mean over {o['sens_repeats']} draws. MDS columns are σ_raw, "
         "the others σ*. The right column is the derived toy table of docs/interpretations.md (not from the paper)."
-        + (f" Matrix-free at this n (top-3 MDS, stress exact up to n = {cfg.stress_exact_max}, "
-           f"else from {cfg.stress_pairs} sampled pairs); split-half cells "
+        + (f" Matrix-free at this n (top-3 MDS, stress exact up to n = {o['stress_exact_max']}, "
+           f"else from {o['stress_pairs']} sampled pairs); split-half cells "
            f"{'not computed'} (they need the n x n matrix)."
            if res["sensitivity"].get("geometry") == "matrix_free" else ""),
         "",
-        sensitivity_table(sens_rows, INTERPRETATIONS_TOY_STRESS),
+        sensitivity_table(res['sensitivity']['rows'], INTERPRETATIONS_TOY_STRESS),
         "",
         "## The paper's claims",
         "",
-        claims_table(claim_list),
+        claims_table(res['claims']),
         "",
         "## Figures",
         "",
@@ -401,17 +421,7 @@ def report_markdown(res: dict, cfg: StressConfig, stress: dict, summaries: dict,
 
 def compact_stress_table(results: dict[str, Any]) -> str:
     """The short stress table printed at the end of a run."""
-    stress = results["stress"]
-    variants = list(stress)
-    headers = ["encoding", "r"] + [f"{VARIANT_LABELS[v]} {'σ_raw' if s == 'raw' else 'σ*'}"
-                                   for v in variants for s in ("raw", "optimal")]
-    body = []
-    for key in ENCODING_LABELS:
-        if key in stress[variants[0]]:
-            body.append([key, str(stress[variants[0]][key].get("rank", ""))] +
-                        [_cell(stress[v].get(key, {}), s) for v in variants
-                         for s in ("raw", "optimal")])
-    return markdown_table(headers, body)
+    return stress_markdown(results["stress"], list(results["stress"]), labels=False)
 
 
 REAL_TEXT_ROWS = ("pretrained", "pretrained_ln", "sinusoidal", "rope", "alibi", "t5_init",

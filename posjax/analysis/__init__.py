@@ -1,5 +1,6 @@
 """Analysis tools: head ablation, PE similarity, the PE -> geometry bridge
-(:mod:`posjax.analysis.encoding_geometry`); imported lazily by name."""
+(:mod:`posjax.analysis.encoding_geometry`), the stress/spectrum/parameter tables
+(:mod:`posjax.analysis.stress_tables`); imported lazily by name."""
 from posjax import lazy_member
 
 _LAZY = {
@@ -7,6 +8,9 @@ _LAZY = {
     "deposit_metrics": "posjax.analysis.ablation",
     "pe_similarity": "posjax.analysis.similarity",
     "pe_tables": "posjax.analysis.similarity",
+    "dense_tables": "posjax.analysis.stress_tables",
+    "matrix_free_tables": "posjax.analysis.stress_tables",
+    "parameter_rows": "posjax.analysis.stress_tables",
 }
 
 

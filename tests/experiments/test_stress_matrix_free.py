@@ -16,6 +16,7 @@ import posjax.geometry as geo
 from experiments import stress_table as st
 from experiments.stress_table import experiment as driver
 from experiments.stress_table import geometry as G
+from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
 from posjax.data.classification_corpus import ClassificationCorpus as Prepared
 from posjax.geometry.stress_targets import coords_stress, stress_pair
 from posjax.data.synthetic import sample_distributions, three_regime_corpus
@@ -35,12 +36,12 @@ def plugin_P():
 
 def test_auto_picks_dense_below_and_matrix_free_above_the_threshold():
     cfg = st.make_config("synthetic", quick=True, **SMALL)
-    assert G.geometry_path(cfg, 32) == "dense"
-    assert G.geometry_path(cfg, 33) == "matrix_free"
-    assert G.geometry_path(dataclasses.replace(cfg, geometry="dense"), 64) == "dense"
+    assert cfg.geometry_path(32) == "dense"
+    assert cfg.geometry_path(33) == "matrix_free"
+    assert dataclasses.replace(cfg, geometry="dense").geometry_path(64) == "dense"
     # a metric without a Gram factorisation stays dense under auto, and cannot be forced
-    assert G.geometry_path(st.make_config("synthetic", quick=True, **{**SMALL,
-                                                                      "metric": "fr_arc"}), 64) == "dense"
+    assert st.make_config("synthetic", quick=True, **{**SMALL, "metric": "fr_arc"}
+                          ).geometry_path(64) == "dense"
     with pytest.raises(ValueError, match="Gram factorisation"):
         st.make_config("synthetic", quick=True, metric="fr_arc", geometry="matrix_free")
     with pytest.raises(ValueError, match="geometry must be"):
@@ -69,8 +70,10 @@ def test_geometry_variants_follow_the_path(threshold, path):
     prep = Prepared(toks, np.full(len(toks), N, np.int32), None, V, np.asarray(corpus.P),
                     None, None, 2, 0, {})
     with jax.enable_x64(True):
-        got, variants, info = G.geometry_variants(prep, cfg)
-    assert got == path and info["geometry"]["path"] == path and info["n"] == N
+        got, variants, info = G.geometry_variants(prep, metric=cfg.metric,
+                                                  path_of=cfg.geometry_path,
+                                                  estimator=cfg.estimator_options())
+    assert got == path and info["n"] == N  # info["geometry"]: recorded by the driver
     if path == "dense":
         assert set(variants) == {"plugin", "split_half", "exact"}
         assert variants["plugin"]["D"].shape == (N, N)
@@ -84,6 +87,11 @@ def _rel(a, b):
     return abs(a - b) / max(abs(b), 1e-300)
 
 
+def _matrix_free(P, cfg):
+    return matrix_free_tables(P, G.fixed_coordinates(N, cfg.encoding_options()),
+                              k=cfg.matrix_free_k, **cfg.pair_options(), **cfg.table_options())
+
+
 @pytest.fixture(scope="module")
 def both_paths(plugin_P):
     """The dense analysis of D = hellinger_matrix(P) and the matrix-free analysis of P."""
@@ -92,8 +100,10 @@ def both_paths(plugin_P):
     with jax.enable_x64(True):
         D = np.asarray(geo.hellinger_matrix(P, metric=cfg.metric), np.float64)
         D_fr = np.asarray(geo.hellinger_matrix(P, metric="fr_arc"), np.float64)
-        dense, _ = G.analyse(D, D_fr, cfg, G.fixed_distances(N, cfg))
-        mf, _ = G.analyse_matrix_free(P, cfg, G.fixed_coordinates(N, cfg))
+        dense, _ = dense_tables(D, D_fr, G.fixed_distances(N, cfg.encoding_options()),
+                                smacof_max_iter=cfg.smacof_max_iter, smacof_tol=None,
+                                **cfg.table_options())
+        mf, _ = _matrix_free(P, cfg)
         # MDS at k against the dense MDS at the same dimension
         ref_k = stress_pair(D, geo.dist_mds(geo.classical_mds(D, dim=mf["k"]).coords))
     return cfg, dense, mf, ref_k
@@ -144,14 +154,14 @@ def test_energy_target_beyond_k_is_reported(plugin_P):
 
     cfg = st.make_config("synthetic", quick=True, **{**SMALL, "matrix_free_k": 3})
     with jax.enable_x64(True):
-        mf, _ = G.analyse_matrix_free(plugin_P, cfg, G.fixed_coordinates(N, cfg))
+        mf, _ = _matrix_free(plugin_P, cfg)
     assert mf["k"] == 3 and mf["r_low"] == 3
     assert mf["stress"]["mds_low"]["energy_target_reached"] is False
     assert mf["spectrum"]["r_eps"]["0.001"] == ">3" and mf["spectrum"]["captured"] < 0.999
     assert any("not reached within k = 3" in note for note in mf["notes"])
     assert mf["parameters"]["paper_d"]["energy_target_reached"] is False
     assert "> 3 (r_ε beyond k" in R.parameters_markdown({"plugin": mf})
-    claims = R.claims({"plugin": mf["stress"]}, {"plugin": mf}, {}, cfg, None)
+    claims = R.claims({"plugin": mf["stress"]}, {"plugin": mf}, {}, None)
     low = [c for c in claims if c["claim"].startswith("low-rank MDS")]
     assert low and all(c["verdict"].startswith("inconclusive") for c in low)
     full = [c for c in claims if c["claim"].startswith("MDS stress ≈ 0")]
@@ -164,10 +174,10 @@ def test_trained_table_stress_equal_on_both_targets(plugin_P):
     with jax.enable_x64(True):
         D = np.asarray(geo.hellinger_matrix(plugin_P), np.float64)
         dense = G.trained_stress({"plugin": D}, table=table)["plugin"]
-        mf = G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, G.rows_options(cfg)),
+        mf = G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg.pair_options()),
                               table=table)["plugin"]
         with pytest.raises(ValueError, match="not computed at n = 64"):
-            G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, G.rows_options(cfg)),
+            G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg.pair_options()),
                              distances=np.zeros((N, N)))
     for s in ("raw", "optimal"):
         assert _rel(mf[s], dense[s]) < 1e-6
@@ -179,10 +189,10 @@ def test_sampled_pairs_bracket_the_exact_stress(plugin_P):
     exact value of another encoding) lies far outside."""
     cfg = st.make_config("synthetic", quick=True, **SMALL)
     cfg_s = dataclasses.replace(cfg, stress_exact_max=16, stress_pairs=4000)
-    fixed = G.fixed_coordinates(N, cfg)
+    fixed = G.fixed_coordinates(N, cfg.encoding_options())
     with jax.enable_x64(True):
-        exact = coords_stress(plugin_P, list(fixed.values()), **G.rows_options(cfg))
-        est = coords_stress(plugin_P, list(fixed.values()), **G.rows_options(cfg_s))
+        exact = coords_stress(plugin_P, list(fixed.values()), **cfg.pair_options())
+        est = coords_stress(plugin_P, list(fixed.values()), **cfg_s.pair_options())
     by = dict(zip(fixed, zip(exact, est)))
     for name, (ex, es) in by.items():
         assert es["method"] == "sampled_pairs" and es["pairs"] == 4000
@@ -244,9 +254,10 @@ def test_sensitivity_settings_follow_the_path():
     keyed by the matrix-free options; below it the keys are those of the dense cells."""
     dense_cfg = st.make_config("synthetic", quick=True, **SENS)
     mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
-    assert G.sensitivity_settings(dense_cfg) == ([(None, "none"), (500, "none"),
-                                                  (500, "split_half")], {})
-    settings, key = G.sensitivity_settings(mf_cfg)
+    assert dense_cfg.geometry_path(40) == "dense" and mf_cfg.geometry_path(40) == "matrix_free"
+    assert G.sensitivity_settings(dense_cfg.sens_samples, False, dense_cfg.pair_options()) == (
+        [(None, "none"), (500, "none"), (500, "split_half")], {})
+    settings, key = G.sensitivity_settings(mf_cfg.sens_samples, True, mf_cfg.pair_options())
     assert settings == [(None, "none"), (500, "none")] and key["path"] == "matrix_free"
 
 
@@ -255,11 +266,18 @@ def test_sensitivity_cell_matrix_free_equals_dense():
     """A matrix-free sample-size cell equals the dense one at the same n."""
     dense_cfg = st.make_config("synthetic", quick=True, **SENS)
     mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
+    def cell(cfg, debias, matrix_free):
+        return G.sensitivity_cell(
+            cfg.sens_positions, cfg.sens_vocab, 500, debias, 0, mixing=cfg.mixing,
+            alpha=cfg.alpha, data_seed=cfg.data_seed, matrix_free=matrix_free,
+            encodings=cfg.encoding_options(G.SENSITIVITY_ENCODINGS),
+            pair_options=cfg.pair_options())
+
     with jax.enable_x64(True):
-        d = G.sensitivity_cell(dense_cfg, 500, "none", 0)
-        m = G.sensitivity_cell(mf_cfg, 500, "none", 0)
+        d = cell(dense_cfg, "none", False)
+        m = cell(mf_cfg, "none", True)
         with pytest.raises(ValueError, match="not computed at n = 40"):
-            G.sensitivity_cell(mf_cfg, 500, "split_half", 0)
+            cell(mf_cfg, "split_half", True)
     assert set(d) == set(m)
     for k in d:
         for s in ("raw", "optimal"):

@@ -53,6 +53,7 @@ def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
 
     import posjax.geometry as geo
     from experiments.stress_table.data import prepare
+    from experiments.stress_table import geometry as G
     from experiments.stress_table.geometry import pretrained_stress_rows
     from posjax.pretrained import position_table
 
@@ -65,7 +66,8 @@ def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
                                             pad_id=prep.pad_id, keep_special=True,
                                             on_empty="truncate")
         D = np.asarray(geo.hellinger_matrix(np.asarray(P)), np.float64)
-        rows = pretrained_stress_rows(cfg, prep, {"plugin": {"D": D}})["plugin"]
+        rows = pretrained_stress_rows(str(checkpoint), prep.model_offset,
+                                      G.as_targets({"plugin": {"D": D}}), layernorm=True)["plugin"]
     n = rows["pretrained"]["rows"]
     assert n == min(D.shape[0], 16)
     table = position_table(checkpoint).astype(np.float64)[:n]
@@ -147,10 +149,15 @@ def test_stream_windows_checkpoint_rows_and_required_n(tmp_path, checkpoint):
     assert (prep.geo_tokens[:, 0] == prep.geo_tokens[0, 0]).all()  # [CLS] opens every window
     assert prep.info["geometry_corpus"]["windows"] == len(prep.geo_tokens)
     with jax.enable_x64(True):
-        variants, info = G.distance_variants(prep, cfg)
-        assert info["n"] == 10 and set(G.fixed_distances(10, cfg)) == {"sinusoidal", "alibi",
-                                                                       "t5_init"}
-        rows = G.pretrained_stress_rows(cfg, prep, variants)["plugin"]
+        def variants_of(cfg, prep):
+            return G.geometry_variants(prep, metric=cfg.metric, path_of=cfg.geometry_path,
+                                       estimator=cfg.estimator_options())[1:]
+
+        variants, info = variants_of(cfg, prep)
+        assert info["n"] == 10 and set(G.fixed_distances(10, cfg.encoding_options())) == {
+            "sinusoidal", "alibi", "t5_init"}
+        rows = G.pretrained_stress_rows(str(checkpoint), prep.model_offset,
+                                        G.as_targets(variants), layernorm=True)["plugin"]
         table = np.asarray(position_table(str(checkpoint), post_layernorm=True), np.float64)[:10]
         E = np.sqrt(((table[:, None] - table[None]) ** 2).sum(-1))
         D = variants["plugin"]["D"]
@@ -161,8 +168,8 @@ def test_stream_windows_checkpoint_rows_and_required_n(tmp_path, checkpoint):
         assert rows["pretrained"]["rows"] == 10
         big = st.make_config("text", quick=True, **{**opts, "num_positions": 20, "max_len": 20})
         with pytest.raises(ValueError, match="require_n"):  # the checkpoint has 16 rows
-            G.pretrained_stress_rows(big, prepare(big, str(tmp_path / "out")),
-                                     G.distance_variants(prepare(big, str(tmp_path / "o")), big)[0])
+            G.pretrained_stress_rows(str(checkpoint), 0, G.as_targets(
+                variants_of(big, prepare(big, str(tmp_path / "o")))[0]), required=20)
 
 
 @pytest.mark.slow

@@ -122,7 +122,7 @@ def test_mds_encoding_installed_in_model():
         vocab_size, num_classes, model_offset = 40, 2, 0
         train = {"tokens": np.zeros((4, 12), np.int32)}
 
-    model, _ = _stress_train.build_model(cfg, Prep, "mds", 0, np.ones((12, 3)))
+    model, _ = _stress_train.build_model(cfg.model, Prep, "mds", 0, mds_coords=np.ones((12, 3)))
     pe = model.transformer.pe
     assert pe.hook == "embed" and pe.rank == 3
     assert _stress_train.pe_param_count(model) == 3 * (12 + 8)
