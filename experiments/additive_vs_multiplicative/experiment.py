@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     pairs = seed_pairs(s, s.seeds)
     t_start = time.perf_counter()
     cell_opts = {k: v for k, v in dataclasses.asdict(s).items()
-                 if k not in ("pes", "count_pes", "sweep_k", "attention_probe", "seeds")}
+                 if k not in ("pes", "count_pes", "sweep_k", "seeds")}
     store = CellStore(args.out, cell_opts)
     jobs = [("distance", pe, pe, pe_options(s, pe)) for pe in s.pes]
     jobs += [("count", pe, pe, pe_options(s, pe)) for pe in s.count_pes]
