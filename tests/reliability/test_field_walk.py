@@ -252,12 +252,14 @@ def _stub_stress_table(mp):
     ex = importlib.import_module("experiments.stress_table.experiment")
     mp.setattr(ex, "prepare", lambda cfg, out: _Placeholder())
     G = ex.G
+    variants = {v: _Placeholder() for v in ("plugin", "split_half", "exact")}
     mp.setattr(G, "geometry_variants",
-               lambda prep, cfg: ("dense", {"plugin": _Placeholder(),
-                                            cfg.mds_variant: _Placeholder()},
+               lambda prep, **k: ("dense", variants,
                                   {"n": 8, "N_i": {"min": 0, "median": 0, "max": 0}}))
-    mp.setattr(G, "fixed_distances", lambda n, cfg, names=None: {})
-    mp.setattr(G, "analyse", lambda *a, **k: (_Placeholder(), _Placeholder()))
+    mp.setattr(G, "fixed_distances", lambda n, options: {})
+    mp.setattr(G, "fixed_coordinates", lambda n, options: {})
+    mp.setattr(ex, "dense_tables", lambda *a, **k: (_Placeholder(), _Placeholder()))
+    mp.setattr(ex, "matrix_free_tables", lambda *a, **k: (_Placeholder(), _Placeholder()))
 
 
 def _patch_everywhere(mp, qualname: str, fake):
