@@ -62,8 +62,9 @@ class FinetunePEConfig:
         return self.max_len
 
     def __post_init__(self):
-        if self.dataset not in ("sst2", "imdb", "text"):
-            raise ValueError(f"--dataset must be sst2, imdb or text, got {self.dataset!r}")
+        if self.dataset not in ("sst2", "imdb", "text", "word_order"):
+            raise ValueError(f"--dataset must be sst2, imdb, text or word_order, got "
+                             f"{self.dataset!r}")
         bad = sorted(set(self.pes) - set(PES))
         if bad or not self.pes:
             raise ValueError(f"unknown PE(s) {bad}; choose from {', '.join(PES)}")

@@ -1,7 +1,7 @@
 """Fine-tune a pretrained encoder with its positional encoding swapped (arXiv 2604.05217).
 
     python -m experiments.finetune_pe [--preset quick|gpu|paper] [--pretrained bert-base-uncased]
-        [--dataset sst2|imdb|text] [--pes learned,mds,sinusoidal,rope,alibi,none]
+        [--dataset sst2|imdb|text|word_order] [--pes learned,mds,sinusoidal,rope,alibi,none]
         [--data-dir DIR] [--seeds N] [--out DIR] [--set key=value ...]
                                  (e.g. --set train.steps=1000 max_len=128 pe_scale=none)
 
@@ -179,7 +179,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--pretrained", "--model", dest="pretrained", default=None,
                    help="checkpoint directory or hub id "
                    "(default bert-base-uncased; quick: a generated tiny checkpoint)")
-    p.add_argument("--dataset", default=None, help="sst2, imdb or text (quick: generated)")
+    p.add_argument("--dataset", default=None,
+                   help="sst2, imdb, text, or word_order (original vs locally shuffled stdlib "
+                   "docstring sentences, a stand-in for SST-2/IMDB; quick: generated)")
     p.add_argument("--pes", default=None,
                    help=f"comma-separated PEs (default {','.join(PES)}; same as --set pes=...)")
     p.add_argument("--data-dir", default=None, help="local split files (offline)")

@@ -50,4 +50,6 @@ def report(results: dict[str, Any], test_examples: int) -> str:
             f"positions; learned = the checkpoint's own table. Accuracy on {test_examples} test "
             f"examples, {cfg['seeds']} seeds, {cfg['train']['steps']} steps of batch "
             f"{cfg['train']['batch_size']}; intervals: {CI_METHOD}; Δ vs learned: Welch's t "
-            f"interval on the difference of mean accuracies.\n")
+            f"interval on the difference of mean accuracies.\n"
+            + (f"\nDataset: {results['data']['stands_in_for']}\n"
+               if results["data"].get("stands_in_for") else ""))

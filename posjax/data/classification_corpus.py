@@ -1,7 +1,9 @@
 """A text corpus for positional geometry plus classifier inputs, from one call.
 
 :func:`text_classification_corpus` loads SST-2 / IMDB (:func:`posjax.data.load_text_classification`)
-or your own files (``dataset="text"``, :func:`posjax.data.corpus.load_corpus`), picks a tokenizer
+or your own files (``dataset="text"``, :func:`posjax.data.corpus.load_corpus`) or the labelled
+word-order task on the standard library's docstrings (``dataset="word_order"``,
+:func:`posjax.data.stdlib_text.word_order_task`, a stand-in for SST-2 / IMDB), picks a tokenizer
 and returns a :class:`ClassificationCorpus`: the training split tokenised for
 ``posjax.geometry.positional_distributions`` (with or without ``[CLS]``/``[SEP]``) and BERT inputs
 ``[CLS] ... [SEP]`` of the (subsampled) train and evaluation splits. Used by the stress and the
@@ -17,10 +19,18 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ClassificationCorpus", "TEXT_EVAL_SPLIT", "text_classification_corpus",
-           "corpus_tokenizer", "model_arrays", "docstring_sentences", "stream_corpus"]
+           "corpus_tokenizer", "model_arrays", "docstring_sentences", "stream_corpus",
+           "WORD_ORDER_STAND_IN"]
 
 #: Evaluation split of each named dataset.
 TEXT_EVAL_SPLIT = {"sst2": "validation", "imdb": "test"}
+
+#: What ``dataset="word_order"`` is, stated in every report that uses it.
+WORD_ORDER_STAND_IN = (
+    "SST-2 / IMDB cannot be downloaded here: this labelled task stands in for them. Each "
+    "standard-library docstring sentence is kept (label 'original') or has its words shuffled "
+    "within windows of 3 (label 'shuffled'); both classes hold the same bag of words, so a "
+    "position-blind classifier is at chance (50 %) (posjax.data.stdlib_text.word_order_task).")
 
 
 @dataclasses.dataclass
@@ -113,8 +123,10 @@ def text_classification_corpus(dataset: str, cache_dir: str, *, num_positions: i
                                tokenizer: Any = None, vocab_file: str | None = None,
                                tokenizer_vocab: int = 8000, hub_timeout: float = 5.0
                                ) -> ClassificationCorpus:
-    """``dataset`` ``"sst2"`` / ``"imdb"`` (local files under ``data_dir`` or the hub) or
-    ``"text"`` (your files under ``data_dir``) as a :class:`ClassificationCorpus`.
+    """``dataset`` ``"sst2"`` / ``"imdb"`` (local files under ``data_dir`` or the hub),
+    ``"text"`` (your files under ``data_dir``) or ``"word_order"`` (original vs locally shuffled
+    stdlib docstring sentences, split by ``seed``; ``info["stands_in_for"]`` says what it
+    replaces) as a :class:`ClassificationCorpus`.
 
     The geometry corpus is the training split tokenised to ``num_positions`` with or without
     ``[CLS]``/``[SEP]`` (``keep_special``); the model arrays come from :func:`model_arrays`.
@@ -144,15 +156,25 @@ def text_classification_corpus(dataset: str, cache_dir: str, *, num_positions: i
         return ClassificationCorpus(geo.tokens, geo.lengths, tok.pad_id, tok.vocab_size, None,
                                     arrays["train"], arrays["test"], train.num_classes,
                                     0 if keep_special else 1, info)
-    if dataset != "text":
-        raise ValueError(f"unknown text dataset {dataset!r}; choose sst2, imdb or text")
-    from posjax.data.corpus import load_corpus
+    if dataset == "word_order":
+        from posjax.data.stdlib_text import word_order_task
 
-    if not data_dir:
-        raise ValueError("--dataset text needs --data-dir DIR (.txt, .jsonl, .parquet or .csv)")
-    splits = load_corpus(data_dir, text_column=text_column)
+        if data_dir:
+            raise ValueError("--dataset word_order is built from the standard library's "
+                             "docstrings; it takes no --data-dir")
+        splits = word_order_task(seed=seed)
+    elif dataset == "text":
+        from posjax.data.corpus import load_corpus
+
+        if not data_dir:
+            raise ValueError("--dataset text needs --data-dir DIR (.txt, .jsonl, .parquet or "
+                             ".csv)")
+        splits = load_corpus(data_dir, text_column=text_column)
+    else:
+        raise ValueError(f"unknown text dataset {dataset!r}; choose sst2, imdb, text or "
+                         "word_order")
     train = splits["train"]
-    tok = corpus_tokenizer(train.texts, cache_dir, "text", **tok_options)
+    tok = corpus_tokenizer(train.texts, cache_dir, dataset, **tok_options)
     geo = tok.encode(train.texts, num_positions, keep_special=keep_special)
     labelled = train.labels is not None
     evaluation = next((splits[s] for s in ("validation", "test") if s in splits), None)
@@ -171,6 +193,8 @@ def text_classification_corpus(dataset: str, cache_dir: str, *, num_positions: i
                           "pad_id": tok.pad_id},
             "geometry_corpus": _geometry_info(train, geo, keep_special, num_positions),
             "accuracy_note": note}
+    if dataset == "word_order":
+        info["stands_in_for"] = WORD_ORDER_STAND_IN
     return ClassificationCorpus(geo.tokens, geo.lengths, tok.pad_id, tok.vocab_size, None,
                                 arrays["train"], arrays["test"], num_classes,
                                 0 if keep_special else 1, info)

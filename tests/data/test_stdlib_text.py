@@ -188,3 +188,21 @@ def test_whole_stdlib_matches_the_recorded_digest():
                     f"STDLIB_DIGESTS[{platform.python_version()!r}]")
     sentences = st.stdlib_sentences()
     assert (st.stdlib_files_read(), len(sentences), st.stdlib_digest(sentences)) == recorded
+
+
+def test_word_order_dataset_is_a_labelled_classification_corpus(tmp_path, monkeypatch):
+    from posjax.data.classification_corpus import (WORD_ORDER_STAND_IN,
+                                                   text_classification_corpus)
+
+    sentences = st.stdlib_sentences(files=_few_files(), min_words=8)
+    monkeypatch.setattr(st, "stdlib_sentences", lambda **k: sentences)
+    prep = text_classification_corpus("word_order", str(tmp_path), num_positions=8, max_len=16,
+                                      seed=1, tokenizer_vocab=200)
+    task = st.word_order_task(sentences, seed=1)
+    assert prep.num_classes == 2 and prep.info["stands_in_for"] == WORD_ORDER_STAND_IN
+    np.testing.assert_array_equal(prep.train["labels"], task["train"].labels)
+    np.testing.assert_array_equal(prep.test["labels"], task["validation"].labels)
+    assert prep.train["tokens"].shape == (len(task["train"].labels), 16)
+    with pytest.raises(ValueError, match="no --data-dir"):
+        text_classification_corpus("word_order", str(tmp_path), num_positions=8, max_len=16,
+                                   data_dir=str(tmp_path))
