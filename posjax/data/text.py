@@ -373,11 +373,16 @@ def wordpiece_tokenizer(texts: Sequence[str], *, vocab_size: int = 8000, min_fre
                         lowercase: bool = True, cache_path: str | None = None) -> TextTokenizer:
     """Train (or load from ``cache_path``) a BERT-style WordPiece tokenizer on ``texts``.
 
-    Specials get the ids ``[PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4``. The trained tokenizer
-    is saved to ``cache_path`` (JSON) and reloaded from it on later calls; the caller keys the
-    path on the training data and ``vocab_size``.
+    Specials get the ids ``[PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4``. The vocabulary is
+    trained by :func:`posjax.data.wordpiece.train_wordpiece_vocab` (the algorithm of
+    ``tokenizers``' WordPiece trainer with its ties broken in a fixed order, so the same texts
+    give the same ids in every run; that trainer's own result changes from run to run). The
+    trained tokenizer is saved to ``cache_path`` (JSON) and reloaded from it on later calls; the
+    caller keys the path on the training data and ``vocab_size``.
     """
-    from tokenizers import Tokenizer, models, trainers
+    from tokenizers import Tokenizer, models
+
+    from posjax.data.wordpiece import train_wordpiece_vocab, word_counts
 
     if cache_path is not None and os.path.exists(cache_path):
         return TextTokenizer(Tokenizer.from_file(cache_path), f"wordpiece:{cache_path}")
@@ -385,11 +390,15 @@ def wordpiece_tokenizer(texts: Sequence[str], *, vocab_size: int = 8000, min_fre
         raise ValueError("cannot train a tokenizer on an empty corpus")
     if vocab_size < len(SPECIAL_TOKENS) + 1:
         raise ValueError(f"vocab_size must exceed {len(SPECIAL_TOKENS)}, got {vocab_size}")
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    probe = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    _bert_pipeline(probe, lowercase)
+    counts = word_counts(texts, probe.normalizer, probe.pre_tokenizer)
+    if not counts:
+        raise ValueError("cannot train a tokenizer on a corpus with no words")
+    vocab = train_wordpiece_vocab(counts, vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  min_frequency=min_frequency)
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
     _bert_pipeline(tok, lowercase)
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-    tok.train_from_iterator((str(t) for t in texts), trainer, length=len(texts))
     _add_template(tok)
     source = f"wordpiece(trained, vocab_size={vocab_size})"
     if cache_path is not None:
