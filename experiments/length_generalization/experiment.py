@@ -55,7 +55,7 @@ from experiments.length_generalization.config import (DEFAULT_OUT, LengthGeneral
                                                       PRESETS, ROPE_SCALINGS, SCHEDULE_PES)
 from experiments.length_generalization.report import nope_claim, summarise, write_outputs
 from posjax.data import algorithmic as alg
-from posjax.models import TransformerConfig
+from posjax.models import TransformerConfig, rebuild_with_config
 
 
 # --- widths, model, PE options ---------------------------------------------------------------
@@ -178,17 +178,6 @@ def evaluate_model(model, task: str, seed: int, cfg: LengthGeneralizationConfig,
             "eval_seconds": round(time.perf_counter() - t0, 2)}
 
 
-def scaled_rope(trained, pe: str, task: str, cfg: LengthGeneralizationConfig):
-    """The trained RoPE model's parameters in a model whose PE is the scaling variant ``pe``."""
-    from posjax.models import LanguageModel
-
-    train_w, test_w = widths(cfg, task)
-    options = pe_options(pe, cfg, train_w, test_w)
-    model = LanguageModel(model_config(cfg, pe, options, test_w), rngs=nnx.Rngs(0))
-    nnx.update(model, nnx.state(trained, nnx.Param))
-    return model, options
-
-
 def run_cell(task: str, pe: str, cfg: LengthGeneralizationConfig, out_dir: str, rope_cache: dict) -> list[dict]:
     """Every seed of one (task, PE): train (or reuse the trained RoPE models for a test-time
     scaling) and evaluate; one result dict per seed."""
@@ -196,8 +185,10 @@ def run_cell(task: str, pe: str, cfg: LengthGeneralizationConfig, out_dir: str, 
         if task not in rope_cache:  # resumes from the RoPE ensemble's final checkpoint
             rope_cache[task] = train_models(task, "rope", cfg, out_dir)
         trained = []
-        for model, info in rope_cache[task]:
-            scaled, options = scaled_rope(model, pe, task, cfg)
+        train_w, test_w = widths(cfg, task)
+        options = pe_options(pe, cfg, train_w, test_w)
+        for model, info in rope_cache[task]:  # the RoPE model's parameters, the scaled PE
+            scaled = rebuild_with_config(model, model_config(cfg, pe, options, test_w))
             trained.append((scaled, {**info, "pe_options": options, "trained_as": "rope"}))
     else:
         trained = train_models(task, pe, cfg, out_dir)

@@ -79,7 +79,7 @@ def train_pe(pe: str, cfg: LongContextConfig, corpus: dict, out: str) -> tuple[l
 
 def run_pe(pe: str, cfg: LongContextConfig, corpus: dict, out: str, rope_cache: dict) -> dict:
     """Every seed of one PE (trained, or a RoPE scaling of the trained RoPE models)."""
-    from posjax.models import LanguageModel
+    from posjax.models import rebuild_with_config
     from experiments.long_context.geometry import pe_stress
 
     if pe in cfg.scalings and pe not in cfg.pes:
@@ -87,13 +87,9 @@ def run_pe(pe: str, cfg: LongContextConfig, corpus: dict, out: str, rope_cache: 
             rope_cache["rope"] = train_pe("rope", cfg, corpus, out)
         trained, info = rope_cache["rope"]
 
-        def at(model):
-            def build(l):
-                m = LanguageModel(model_config(cfg, pe, pe_options(pe, cfg, l),
-                                               corpus["model_vocab"]), rngs=nnx.Rngs(0))
-                nnx.update(m, nnx.state(model, nnx.Param))
-                return m
-            return build
+        def at(model):  # the RoPE model's parameters, the scaling for evaluation length l
+            return lambda l: rebuild_with_config(
+                model, model_config(cfg, pe, pe_options(pe, cfg, l), corpus["model_vocab"]))
         evals = [evaluate(at(m), cfg, corpus, s) for s, m in enumerate(trained)]
         return {"trained_as": "rope", "info": info, "seeds": evals,
                 "options": {l: pe_options(pe, cfg, l) for l in lengths(cfg)}}

@@ -1,8 +1,10 @@
-"""Swap the positional encoding of a built model in place, keeping every other weight."""
+"""Swap the positional encoding of a built model in place, keeping every other weight, or
+rebuild a model from a new config with the same parameters."""
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+import jax
 from flax import nnx
 
 from posjax.models.transformer import Transformer
@@ -31,3 +33,29 @@ def replace_pe(model: nnx.Module, pe: str, pe_options: Mapping[str, Any] | None 
     if old is not None and hasattr(old, "pe") and not isinstance(model, Transformer):
         model.config = old.replace(pe=pe, pe_options=dict(pe_options or {}))
     return model
+
+
+def rebuild_with_config(model: nnx.Module, config: Any, *, seed: int = 0) -> nnx.Module:
+    """A new model of ``model``'s class built from ``config`` that holds ``model``'s parameters.
+
+    For a change that leaves every parameter's shape as it is: a training-free RoPE scaling
+    applied at evaluation time (``pe="rope"`` → ``"rope_yarn"`` with a longer ``max_len``), a
+    larger ``max_len`` for a parameter-free PE. ``model`` is not changed; parameters are copied
+    by reference (``nnx.update``), non-parameter state comes from the build with ``seed``.
+
+    Raises:
+      ValueError: the new config's parameters differ from ``model``'s in name or shape (e.g. a
+        learned table of another length, a PE with parameters where there were none).
+    """
+    fresh = type(model)(config, rngs=nnx.Rngs(seed))
+    old, new = nnx.state(model, nnx.Param), nnx.state(fresh, nnx.Param)
+    shapes = [{".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                        for k in path): leaf.shape
+               for path, leaf in jax.tree_util.tree_leaves_with_path(s)} for s in (old, new)]
+    if shapes[0] != shapes[1]:
+        diff = sorted(set(shapes[0].items()) ^ set(shapes[1].items()))
+        raise ValueError(f"rebuild_with_config: the new config changes the parameters "
+                         f"({len(diff)} differ, e.g. {diff[0][0]} {diff[0][1]}); only configs "
+                         "with the same parameter shapes can take them over")
+    nnx.update(fresh, old)
+    return fresh
