@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from posjax.geometry.stress_targets import has_gram_factorisation
 from experiments.common import apply_overrides, described
@@ -15,6 +15,8 @@ TRAINED_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "md
 DATASETS = ("synthetic", "sst2", "imdb", "text", "stdlib")
 #: The fixed encodings of the stress table ("t5": the registry T5 bias at initialisation).
 FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
+#: The fixed encodings of the sample-size analysis.
+SENSITIVITY_ENCODINGS = ("sinusoidal", "rope", "alibi")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
 # encodings, or changing the checkpoint interval, keeps the finished cells.
 _NOT_RESULTS = ("hub_timeout", "data_dir", "mode", "seeds", "encodings", "sens_samples",
@@ -170,8 +172,15 @@ class StressConfig:
         if self.pooling not in ("cls", "mean", "last"):
             raise ValueError(f"pooling must be cls, mean or last, got {self.pooling!r}")
 
-    def record(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def salt(self, keys: Sequence[str] | None = None, path: str = "dense") -> dict[str, Any]:
+        """The options that change a cell's numbers (``keys``: only those; ``path``: the
+        geometry path, whose options count on the matrix-free path only)."""
+        drop = _NOT_RESULTS + (_PATH_OPTIONS if path == "dense" else ())
+        rec = {k: v for k, v in dataclasses.asdict(self).items() if k not in drop}
+        rec["train"] = {k: v for k, v in rec["train"].items() if k not in _NOT_RESULTS_TRAIN}
+        if path != "dense":
+            rec["geometry_path"] = path
+        return rec if keys is None else {k: rec[k] for k in keys}
 
     # The options as the explicit keyword arguments of the functions the driver calls.
     def estimator_options(self) -> dict[str, Any]:
