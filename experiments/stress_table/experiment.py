@@ -11,10 +11,10 @@ from typing import Any, Sequence
 import jax
 
 from posjax.analysis import stress_geometry as G
-from posjax.analysis.stress_report import geometry_claims
+from posjax.analysis.stress_plots import stress_figures
+from posjax.analysis.stress_report import geometry_claims, stress_rows
 from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
 from posjax.data.synthetic import sample_distributions, three_regime_corpus
-from posjax.geometry.stress_targets import not_computed
 
 from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
                                 versions, write_json)
@@ -78,6 +78,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     t_start, cpu_start = time.perf_counter(), time.process_time()
     os.makedirs(out_dir, exist_ok=True)
     timing: dict[str, float] = {}
+    pairs, tables, encodings = cfg.pair_options(), cfg.table_options(), cfg.encoding_options()
     prep = prepare(cfg, out_dir)
     timing["data"] = time.perf_counter() - t_start
 
@@ -92,20 +93,18 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                              f"num_positions = {cfg.num_positions} requested (require_n)")
         ginfo["geometry"] = {"path": path, "option": cfg.geometry,
                              **{k: getattr(cfg, k) for k in _PATH_OPTIONS[1:]}}
-        encodings = cfg.encoding_options()
         summaries, arrays = {}, {}
         if path == "dense":
             fixed = G.fixed_distances(n, encodings)
             for name, v in variants.items():
                 summaries[name], arrays[name] = dense_tables(
                     v["D"], v["D_fr"], fixed, smacof_max_iter=cfg.smacof_max_iter,
-                    smacof_tol=cfg.smacof_tol, **cfg.table_options())
+                    smacof_tol=cfg.smacof_tol, **tables)
         else:
             fixed = G.fixed_coordinates(n, encodings)
             for name, v in variants.items():
                 summaries[name], arrays[name] = matrix_free_tables(
-                    v["P"], fixed, k=cfg.matrix_free_k, **cfg.pair_options(),
-                    **cfg.table_options())
+                    v["P"], fixed, k=cfg.matrix_free_k, **pairs, **tables)
     timing["geometry"] = time.perf_counter() - t0
     log(f"geometry ({path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
         f"{ginfo['N_i']['median']:.0f}/{ginfo['N_i']['max']:.0f}, "
@@ -114,7 +113,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     t0 = time.perf_counter()
     # "E4": the on-disk key of the accuracy cells, kept so that finished cells stay valid
     store = CellStore(out_dir, {"part": "E4", **cfg.salt(path=path)})
-    targets = G.as_targets(variants, cfg.pair_options())
+    targets = G.as_targets(variants, pairs)
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
     mds = {"scale": cfg.mds_scale, "max_rank": cfg.mds_max_rank,
            "trainable": cfg.mds_trainable, "lift": cfg.mds_lift}
@@ -142,19 +141,13 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     sens_rows = _sensitivity(
         sens_store, cfg.sens_positions, cfg.sens_vocab, cfg.sens_samples, cfg.sens_repeats,
         matrix_free=cfg.geometry_path(cfg.sens_positions) == "matrix_free",
-        pair_options=cfg.pair_options(), log=log, mixing=cfg.mixing, alpha=cfg.alpha,
+        pair_options=pairs, log=log, mixing=cfg.mixing, alpha=cfg.alpha,
         data_seed=cfg.data_seed, encodings=cfg.encoding_options(SENSITIVITY_ENCODINGS))
     timing["sensitivity"] = time.perf_counter() - t0
 
-    trained = {key: [r["trained_stress"] for r in accuracy_rows
-                     if r["pe"] == pe and r.get("trained_stress")]
+    trained = {key: [r.get("trained_stress") for r in accuracy_rows if r["pe"] == pe]
                for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
-    stress = {v: R.stress_rows(summaries[v], trained, v) for v in variants}
-    if path == "matrix_free":  # trained encoders whose stress needs distances: say so
-        for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5")):
-            for v in stress:
-                if any(r["pe"] == pe for r in accuracy_rows) and key not in stress[v]:
-                    stress[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
+    stress = {v: stress_rows(summaries[v], trained, v) for v in variants}
     if cfg.pretrained:
         from posjax.pretrained import position_table
         with jax.enable_x64(True):
@@ -169,7 +162,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
     claim_list = geometry_claims(stress, summaries) + R.accuracy_claims(
         accuracy, ceiling, chance_claim=cfg.dataset == "synthetic")
-    files = R.plots(out_dir, variants, arrays, stress, accuracy, sens_rows)
+    files = stress_figures(out_dir, variants, arrays, stress, accuracy, sens_rows)
     timing["total"] = time.perf_counter() - t_start
     timing["cpu_total"] = time.process_time() - cpu_start
 

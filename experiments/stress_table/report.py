@@ -1,5 +1,6 @@
-"""report.md, plots and the accuracy claims of the stress experiment (arXiv 2604.05217); the
-geometry tables and claims are :mod:`posjax.analysis.stress_report`."""
+"""report.md and the accuracy table and claims of the stress experiment (arXiv 2604.05217); the
+geometry tables, claims and figures are :mod:`posjax.analysis.stress_report` and
+:mod:`posjax.analysis.stress_plots`."""
 from __future__ import annotations
 
 import os
@@ -7,9 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from posjax.analysis.stress_report import (ENCODING_LABELS, VARIANT_LABELS, fmt,
-                                           parameters_table, sensitivity_table, spectrum_table,
-                                           stress_table)
+from posjax.analysis.stress_report import (VARIANT_LABELS, fmt, parameters_table,
+                                           sensitivity_table, spectrum_table, stress_table)
 
 from experiments.common import fmt_ci, markdown_table, mean_ci, mean_std
 from experiments.common import verdict as ci_verdict
@@ -22,23 +22,6 @@ INTERPRETATIONS_TOY_STRESS = {
     10000: {"mds": (0.157, 0.039, 0.037), "alibi": 0.088, "sinusoidal": 0.056, "rope": 0.059},
     1000: {"mds": (0.366, 0.224, 0.211), "alibi": 0.203, "sinusoidal": 0.012, "rope": 0.013},
 }
-
-
-def _number(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) else float("nan")
-
-
-def stress_rows(variant_summary: dict, trained: dict[str, list[dict]], variant: str
-               ) -> dict[str, dict[str, Any]]:
-    """Stress rows of one variant: geometry rows plus trained encoders (mean and sd over seeds)."""
-    rows = {k: dict(v) for k, v in variant_summary["stress"].items()}
-    for key, runs in trained.items():
-        vals = [r[variant] for r in runs if r and variant in r]
-        if vals:
-            rows[key] = {s: mean_std(v[s] for v in vals)[0] for s in ("raw", "optimal")}
-            rows[key]["sd"] = {s: mean_std(v[s] for v in vals)[1] for s in ("raw", "optimal")}
-            rows[key]["seeds"] = len(vals)
-    return rows
 
 
 def accuracy_summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
@@ -101,93 +84,6 @@ def claims_table(items: list[dict]) -> str:
     return markdown_table(["Claim", "where", "numbers", "verdict"],
                           [[c["claim"], VARIANT_LABELS.get(c["variant"], c["variant"]),
                             val(c["value"]), c["verdict"]] for c in items])
-
-
-def plots(out_dir: str, variants: dict, arrays: dict, stress: dict, accuracy: dict,
-          sens_rows: list[dict]) -> dict[str, str]:
-    """Write the PNG figures; returns ``{name: path}``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    files = {}
-
-    def save(fig, name):
-        path = os.path.join(out_dir, name)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files[name.removesuffix(".png")] = path
-
-    names = list(variants)
-    if all("D" in variants[v] for v in names):  # no [n, n] array on the matrix-free path
-        fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), squeeze=False)
-        for ax, v in zip(axes[0], names):
-            im = ax.imshow(variants[v]["D"], cmap="viridis", vmin=0)
-            ax.set_title(f"Hellinger D ({VARIANT_LABELS[v]})")
-            ax.set_xlabel("position j"), ax.set_ylabel("position i")
-            fig.colorbar(im, ax=ax, fraction=0.046)
-        save(fig, "hellinger_heatmap.png")
-
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), squeeze=False)
-    for ax, v in zip(axes[0], names):
-        X = arrays[v]["coords_2d"]
-        y = X[:, 1] if X.shape[1] > 1 else np.zeros(len(X))
-        sc = ax.scatter(X[:, 0], y, c=np.arange(len(X)), cmap="plasma", s=14)
-        ax.plot(X[:, 0], y, lw=0.4, c="grey")
-        ax.set_title(f"2-D MDS ({VARIANT_LABELS[v]})")
-        fig.colorbar(sc, ax=ax, fraction=0.046, label="position")
-    save(fig, "mds_2d.png")
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for v in names:
-        lam = np.clip(arrays[v]["eigenvalues"], 0, None)
-        lam = lam / arrays[v].get("trace", lam.sum())  # top k only: the trace is the total
-        k = np.arange(1, len(lam) + 1)
-        ax.semilogy(k[lam > 0], lam[lam > 0], marker=".", label=VARIANT_LABELS[v])
-    ax.set_xlabel("k"), ax.set_ylabel("λ_k / Σλ+"), ax.set_title("Spectrum of B")
-    ax.legend()
-    save(fig, "spectrum.png")
-
-    keys = [k for k in ENCODING_LABELS if k in stress[names[0]]]
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(keys) + 2), 4))
-    width = 0.8 / len(names)
-    for i, v in enumerate(names):
-        vals = [_number(stress[v].get(k, {}).get("raw" if k.startswith("mds") else "optimal"))
-                for k in keys]
-        ax.bar(np.arange(len(keys)) + i * width, vals, width, label=VARIANT_LABELS[v])
-    ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
-    ax.set_xticklabels([k for k in keys], rotation=35, ha="right")
-    ax.set_ylabel("stress (σ_raw for MDS rows, σ* otherwise)"), ax.set_yscale("symlog",
-                                                                                linthresh=1e-3)
-    ax.legend(), ax.set_title("Stress per encoding")
-    save(fig, "stress_bars.png")
-
-    if accuracy:
-        fig, ax = plt.subplots(figsize=(5.5, 3.8))
-        for pe, s in accuracy.items():
-            ax.errorbar(max(s["params"], 0), s["mean"], yerr=s["sd"], fmt="o", capsize=3)
-            ax.annotate(pe, (max(s["params"], 0), s["mean"]), textcoords="offset points",
-                        xytext=(4, 4), fontsize=8)
-        ax.set_xscale("symlog", linthresh=10)
-        ax.set_xlabel("PE parameters"), ax.set_ylabel("test accuracy")
-        ax.set_title("Accuracy vs PE parameter count")
-        save(fig, "accuracy_vs_params.png")
-
-    if sens_rows:
-        fig, ax = plt.subplots(figsize=(5.5, 3.8))
-        for debias, ls in (("none", "-"), ("split_half", "--")):
-            rows = [r for r in sens_rows if r["samples_per_position"] and r["debias"] == debias]
-            rows.sort(key=lambda r: r["samples_per_position"])
-            xs = [r["samples_per_position"] for r in rows]
-            for key, c in (("alibi", "C0"), ("sinusoidal", "C1"), ("rope", "C2")):
-                ax.semilogx(xs, [r[f"{key}/optimal"] for r in rows], ls, c=c, marker="o",
-                            label=f"{key} ({debias})")
-        ax.set_xlabel("samples per position"), ax.set_ylabel("σ*")
-        ax.set_title("Sensitivity to samples per position"), ax.legend(fontsize=7)
-        save(fig, "sensitivity.png")
-    return files
 
 
 def geometry_paragraph(g: dict, summaries: dict, n: int) -> str:

@@ -45,12 +45,6 @@ def build_model(model: TransformerConfig, prep: ClassificationCorpus, pe: str, s
     return Classifier(config, prep.num_classes, pooling=pooling, rngs=nnx.Rngs(seed)), config
 
 
-def pe_param_count(model) -> int:
-    """Number of trainable parameters in the model's positional encoding(s)."""
-    state = nnx.state(model.transformer.pes, nnx.Param)
-    return int(sum(np.size(x) for x in jax.tree.leaves(state)))
-
-
 def train_cell(prep: ClassificationCorpus, pe: str, seed: int, *, model: TransformerConfig,
                train: TrainConfig, pooling: str, targets: dict[str, Any],
                mds_coords: np.ndarray | None = None, mds: dict[str, Any] | None = None,
@@ -62,6 +56,7 @@ def train_cell(prep: ClassificationCorpus, pe: str, seed: int, *, model: Transfo
     after an interrupt. ``targets``: the geometry the trained table (learned, mds) or bias (t5)
     is scored against (:func:`posjax.analysis.stress_geometry.trained_encoding_stress`).
     """
+    from posjax.pretrained import param_count
     from posjax.training import ArrayBatches, classification_loss, evaluate_classifier
     from posjax.training import train as train_loop
 
@@ -77,7 +72,7 @@ def train_cell(prep: ClassificationCorpus, pe: str, seed: int, *, model: Transfo
                                     **(run_config or {})})
     test = evaluate_classifier(net, prep.test)
     row = {"pe": pe, "seed": seed, "test_accuracy": test["accuracy"], "test_loss": test["loss"],
-           "train_metrics": result.metrics, "pe_params": pe_param_count(net),
+           "train_metrics": result.metrics, "pe_params": param_count(net.transformer.pes),
            "seconds": time.perf_counter() - t0, "resumed_from": result.resumed_from,
            "model": {k: v for k, v in config.to_dict().items() if k != "pe_options"},
            "pe_options": {k: v for k, v in config.pe_options.items() if k != "coords"}}

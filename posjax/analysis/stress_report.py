@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from posjax.geometry.stress_targets import not_computed
+
 #: Display names of the stress rows, in table order.
 ENCODING_LABELS = {
     "mds_full": "MDS, r = rank(B) (r_tau)",
@@ -74,6 +78,27 @@ def stress_table(stress: dict[str, dict[str, dict]], variants: list[str],
             + [stress_cell(stress[v].get(key, {}), s) for v in variants for s in ("raw", "optimal")]
             for key in ENCODING_LABELS if key in stress[variants[0]]]
     return headers, body
+
+
+def stress_rows(variant_summary: dict, trained: dict[str, list[dict]], variant: str
+                ) -> dict[str, dict[str, Any]]:
+    """The stress rows of one ``variant``: those of its table summary (``variant_summary
+    ["stress"]``) plus one row per trained encoder (``trained``: ``{row: [per-seed results
+    {variant: {"raw", "optimal"}} or None]}``): the mean over seeds, the population ``sd`` and
+    ``seeds``; on the matrix-free path a row trained without a result (a bias has no
+    coordinates) says "not computed"."""
+    rows = {k: dict(v) for k, v in variant_summary["stress"].items()}
+    for key, runs in trained.items():
+        vals = [r[variant] for r in runs if r and variant in r]
+        if vals:
+            per = {s: np.asarray([v[s] for v in vals], float) for s in ("raw", "optimal")}
+            rows[key] = {s: float(x.mean()) for s, x in per.items()}
+            rows[key]["sd"] = {s: float(x.std()) for s, x in per.items()}
+            rows[key]["seeds"] = len(vals)
+        elif runs and variant_summary.get("geometry") == "matrix_free":
+            nc = not_computed(variant_summary["n"])
+            rows[key] = {"raw": nc, "optimal": nc}
+    return rows
 
 
 def _geometry(s: dict) -> str:

@@ -82,3 +82,18 @@ def test_sensitivity_and_real_text_tables():
     assert head == ["Encoding", "a plug-in", "a split-half"]
     assert body[0][1:] == ["0.5", "0.75"] and body[1][1:] == ["0", "n/a"]
     assert body[2][1:] == ["5 (6)"] * 2 and body[-1][1:] == ["d = 8: 25.0 %"] * 2
+
+
+def test_stress_rows_average_trained_seeds_and_mark_missing_matrix_free_rows():
+    from posjax.analysis.stress_report import stress_rows
+
+    summary = {"n": 6, "geometry": "matrix_free", "stress": {"nope": {"raw": 1.0, "optimal": 1.0}}}
+    runs = [{"plugin": {"raw": 0.2, "optimal": 0.1}}, None,
+            {"plugin": {"raw": 0.4, "optimal": 0.3}}]
+    rows = stress_rows(summary, {"learned": runs, "t5": [None], "mds_trained": []}, "plugin")
+    assert rows["learned"]["raw"] == pytest.approx(0.3) and rows["learned"]["seeds"] == 2
+    assert rows["learned"]["sd"]["optimal"] == pytest.approx(0.1)  # population sd
+    assert rows["t5"]["raw"] == "not computed at n = 6 (matrix-free)"
+    assert "mds_trained" not in rows and rows["nope"] == {"raw": 1.0, "optimal": 1.0}
+    dense = stress_rows(dict(summary, geometry="dense"), {"t5": [None]}, "plugin")
+    assert "t5" not in dense

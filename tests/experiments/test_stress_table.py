@@ -115,6 +115,8 @@ def test_old_layout_run_directory_is_refused(tmp_path):
 
 
 def test_mds_encoding_installed_in_model():
+    from posjax.pretrained import param_count
+
     cfg = st.make_config("synthetic", quick=True, **TINY)
 
     class Prep:
@@ -124,7 +126,7 @@ def test_mds_encoding_installed_in_model():
     model, _ = _stress_train.build_model(cfg.model, Prep, "mds", 0, mds_coords=np.ones((12, 3)))
     pe = model.transformer.pe
     assert pe.hook == "embed" and pe.rank == 3
-    assert _stress_train.pe_param_count(model) == 3 * (12 + 8)
+    assert param_count(model.transformer.pes) == 3 * (12 + 8)
 
 
 def _write_sst2(root, n_train=120, n_eval=40, seed=0):
