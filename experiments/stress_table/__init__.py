@@ -12,10 +12,11 @@ against low rank), ``accuracy`` of an encoder trained with each PE (mean ± 95 %
 models, sensitivity cells) are stored under ``DIR/cells`` and skipped on rerun.
 
 Public API (docs/stress_table.md): :class:`StressConfig`, :data:`PRESETS`, :func:`make_config`,
-:func:`run`, :func:`main`. Modules: ``config`` (options, presets), ``data`` (corpora and the
-classification task), ``geometry`` (dense and matrix-free tables), ``train`` (one trained
-encoder per PE and seed), ``report`` (tables, claims, plots, report.md), ``experiment`` (the
-driver).
+:func:`run`, :func:`main`. Modules: ``config`` (options, presets), ``data`` (the corpus of a
+dataset), ``train`` (one trained encoder per PE and seed), ``report`` (report.md, plots, the
+accuracy claims), ``experiment`` (the driver). The geometry, its tables and claims are
+:mod:`posjax.analysis.stress_geometry`, :mod:`posjax.analysis.stress_tables` and
+:mod:`posjax.analysis.stress_report`.
 """
 from experiments.common import run_cli
 from experiments.stress_table.config import DATASETS, PRESETS, StressConfig, make_config

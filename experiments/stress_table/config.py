@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from posjax.geometry.stress_targets import has_gram_factorisation
 from experiments.common import apply_overrides, described
@@ -15,6 +15,8 @@ TRAINED_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "t5", "none", "md
 DATASETS = ("synthetic", "sst2", "imdb", "text", "stdlib")
 #: The fixed encodings of the stress table ("t5": the registry T5 bias at initialisation).
 FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
+#: The fixed encodings of the sample-size analysis.
+SENSITIVITY_ENCODINGS = ("sinusoidal", "rope", "alibi")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
 # encodings, or changing the checkpoint interval, keeps the finished cells.
 _NOT_RESULTS = ("hub_timeout", "data_dir", "mode", "seeds", "encodings", "sens_samples",
@@ -37,24 +39,10 @@ _PATH_OPTIONS = ("geometry", "matrix_free_above", "matrix_free_k", "stress_exact
 
 @dataclasses.dataclass(frozen=True)
 class StressConfig:
-    """Every option of the experiment; each reading in docs/interpretations.md is a field.
-
-    Geometry (arXiv 2604.05217; docs/interpretations.md): ``metric`` (chord, Eq. (3)); ``keep_special`` ([CLS]/[SEP]
-    kept as ordinary tokens); ``pad_mode``; ``smoothing``; ``top_k``; ``min_count`` (positions
-    with fewer samples end the analysed range); ``tau`` (full rank r_tau); ``eps`` (low rank
-    r_eps, energy rule); stresses are Eq. (4) without square root, reported both raw and at the
-    optimal scale (raw is the primary number for MDS rows, sigma* for all others);
-    ``sinusoidal_dim``/``rope_head_dim``/``rope_mode``/``alibi_scale`` (adapters, docs/interpretations.md);
-    ``smacof_*``. Geometry path: ``geometry`` (``"auto"``: dense up to ``matrix_free_above``
-    positions, matrix-free above; ``"dense"``; ``"matrix_free"``), ``matrix_free_k`` (top-k
-    eigenpairs of B), ``stress_exact_max`` and ``stress_pairs`` (exact streamed stress up to that
-    n, sampled pairs with a 95 % interval above; docs/long_context_geometry.md). Synthetic
-    corpus: ``num_positions``, ``vocab_size``, ``samples_per_position``, ``mixing``, ``alpha``, ``task_shift`` (None: n // 8). Sensitivity: ``sens_*``. Model
-    (accuracy table):
-    ``model`` (:class:`TransformerConfig`) and ``train`` (:class:`TrainConfig`), set by dotted
-    keys (``--set model.d_model=64 train.steps=500``), ``pooling``, ``mds_*`` (MDS PE: scale gamma, trainable factors, lift,
-    variant of D it is built from).
-    """
+    """Every option of the experiment; each reading of docs/interpretations.md is a field
+    (arXiv 2604.05217: ``metric`` Eq. (3), stress Eq. (4) without square root, raw and at the
+    optimal scale; ranks ``tau`` (r_tau) and ``eps`` (r_eps, energy rule)). ``model`` and
+    ``train`` are set by dotted keys (``--set model.d_model=64 train.steps=500``)."""
 
     dataset: str = "synthetic"
     mode: str = described("paper", "the preset: --preset quick|gpu|paper")
@@ -78,7 +66,7 @@ class StressConfig:
     alibi_heads: int = 12
     smacof_max_iter: int = 300
     smacof_tol: float | None = None  # None: 4 ulps of the data dtype (see geometry.smacof)
-    # dense n x n geometry or matrix-free (experiments/stress_table/geometry.py)
+    # dense n x n geometry or matrix-free (docs/long_context_geometry.md)
     geometry: Literal["auto", "dense", "matrix_free"] = "auto"
     matrix_free_above: int = 4096       # auto: matrix-free when n > this
     matrix_free_k: int = 64             # top-k eigenpairs of B on the matrix-free path
@@ -90,7 +78,7 @@ class StressConfig:
     samples_per_position: int = 100_000
     mixing: str = "linear"
     alpha: float = 0.1
-    task_shift: int | None = None
+    task_shift: int | None = None  # None: max(1, n // 8)
     train_examples: int | None = 20_000
     test_examples: int | None = 4096
     # text
@@ -108,12 +96,13 @@ class StressConfig:
     model: TransformerConfig = dataclasses.field(default_factory=lambda: MODEL)
     train: TrainConfig = dataclasses.field(default_factory=lambda: TRAIN)
     pooling: str = "mean"
+    # the MDS PE: the variant of D it is built from, scale gamma, trainable factors, lift
     mds_variant: str = "plugin"
     mds_scale: float = 1.0
     mds_trainable: str = "both"
     mds_lift: str = "pad"
     mds_max_rank: int | None = None
-    # pretrained checkpoint row and custom corpora (experiments/stress_table/data.py)
+    # pretrained checkpoint row and custom corpora
     pretrained: str | None = None
     pretrained_layernorm: bool = False
     tokenizer: str | None = None
@@ -128,50 +117,52 @@ class StressConfig:
     fixed_encodings: tuple[str, ...] = FIXED_ENCODINGS
 
     def __post_init__(self):
-        if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; choose one of "
-                             f"{', '.join(DATASETS)}")
+        for name, value, choices in (("dataset", (self.dataset,), DATASETS),
+                                     ("fixed_encodings", self.fixed_encodings,
+                                      FIXED_ENCODINGS + ("t5",)),
+                                     ("encodings", self.encodings, TRAINED_ENCODINGS)):
+            bad = sorted(set(value) - set(choices))
+            if bad and name == "dataset":
+                raise ValueError(f"unknown dataset {bad[0]!r}; choose one of {', '.join(choices)}")
+            if bad:
+                raise ValueError(f"unknown {name} {bad}; choose from {', '.join(choices)}")
+        for name, choices in (("mds_variant", ("plugin", "split_half", "exact")),
+                              ("geometry", ("auto", "dense", "matrix_free")),
+                              ("pooling", ("cls", "mean", "last"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, "
+                                 f"got {getattr(self, name)!r}")
+        for key, least in (("seeds", 1), ("matrix_free_above", 1), ("matrix_free_k", 1),
+                           ("stress_exact_max", 1), ("stress_pairs", 2)):
+            if getattr(self, key) < least:
+                raise ValueError(f"{'--' if key == 'seeds' else ''}{key} must be >= {least}, "
+                                 f"got {getattr(self, key)}")
         if self.dataset == "synthetic" and (self.data_dir or self.vocab_file):
             raise ValueError("--data-dir and --vocab-file apply to sst2 and imdb only")
-        bad = sorted(set(self.fixed_encodings) - set(FIXED_ENCODINGS + ("t5",)))
-        if bad:
-            raise ValueError(f"unknown fixed_encodings {bad}; choose from "
-                             f"{', '.join(FIXED_ENCODINGS + ('t5',))}")
         if self.package and self.dataset != "stdlib":
             raise ValueError("package applies to --dataset stdlib only")
-        if self.seeds < 1:
-            raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
-        bad = sorted(set(self.encodings) - set(TRAINED_ENCODINGS))
-        if bad:
-            raise ValueError(f"unknown encodings {bad}; choose from {', '.join(TRAINED_ENCODINGS)}")
-        if self.mds_variant not in ("plugin", "split_half", "exact"):
-            raise ValueError(f"mds_variant must be plugin, split_half or exact, got "
-                             f"{self.mds_variant!r}")
         if self.mds_variant == "exact" and self.dataset != "synthetic":
             raise ValueError("mds_variant='exact' exists only for the synthetic dataset")
-        if self.geometry not in ("auto", "dense", "matrix_free"):
-            raise ValueError(f"geometry must be auto, dense or matrix_free, got {self.geometry!r}")
-        for key in ("matrix_free_above", "matrix_free_k", "stress_exact_max"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
-        if self.stress_pairs < 2:
-            raise ValueError(f"stress_pairs must be >= 2, got {self.stress_pairs}")
-        if self.geometry == "matrix_free":
-            if not has_gram_factorisation(self.metric):
-                raise ValueError(f"geometry='matrix_free' needs the chord or normalized metric "
-                                 f"(B of {self.metric!r} has no Gram factorisation)")
-            if self.mds_variant == "split_half":
-                raise ValueError("mds_variant='split_half' needs geometry='dense' (split-half "
-                                 "debiasing is not computed matrix-free)")
+        if self.geometry == "matrix_free" and not has_gram_factorisation(self.metric):
+            raise ValueError(f"geometry='matrix_free' needs the chord or normalized metric "
+                             f"(B of {self.metric!r} has no Gram factorisation)")
+        if self.geometry == "matrix_free" and self.mds_variant == "split_half":
+            raise ValueError("mds_variant='split_half' needs geometry='dense' (split-half "
+                             "debiasing is not computed matrix-free)")
         for name, want in (("model", TransformerConfig), ("train", TrainConfig)):
             if not isinstance(getattr(self, name), want):
                 raise ValueError(f"{name} must be a {want.__name__} (set its fields with "
                                  f"--set {name}.<field>=...)")
-        if self.pooling not in ("cls", "mean", "last"):
-            raise ValueError(f"pooling must be cls, mean or last, got {self.pooling!r}")
 
-    def record(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def salt(self, keys: Sequence[str] | None = None, path: str = "dense") -> dict[str, Any]:
+        """The options that change a cell's numbers (``keys``: only those; ``path``: the
+        geometry path, whose options count on the matrix-free path only)."""
+        drop = _NOT_RESULTS + (_PATH_OPTIONS if path == "dense" else ())
+        rec = {k: v for k, v in dataclasses.asdict(self).items() if k not in drop}
+        rec["train"] = {k: v for k, v in rec["train"].items() if k not in _NOT_RESULTS_TRAIN}
+        if path != "dense":
+            rec["geometry_path"] = path
+        return rec if keys is None else {k: rec[k] for k in keys}
 
     # The options as the explicit keyword arguments of the functions the driver calls.
     def estimator_options(self) -> dict[str, Any]:
@@ -211,38 +202,31 @@ class StressConfig:
                 and has_gram_factorisation(self.metric) else "dense")
 
 
+_TINY_MODEL = dict(d_model=32, num_layers=2, num_heads=2, d_ff=64)
+_TEXT_QUICK = dict(train_examples=2000, test_examples=500, seeds=3, pooling="cls",
+                   sens_repeats=1, model=_TINY_MODEL)
+_TEXT_PAPER = dict(train_examples=None, test_examples=None, pooling="cls",
+                   model=dict(d_model=256, d_ff=1024, dropout=0.1))
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("synthetic", "paper"): {},
     # one H200 in <= 8 min: the paper-scale synthetic corpus and trained encoders, 5 seeds
     ("synthetic", "gpu"): dict(seeds=5),
     ("synthetic", "quick"): dict(num_positions=32, vocab_size=500, samples_per_position=20_000,
                                  train_examples=3000, test_examples=1024, seeds=3, sens_repeats=2,
-                                 model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+                                 model=_TINY_MODEL,
                                  train=dict(steps=200, batch_size=32, learning_rate=3e-3)),
-    ("sst2", "paper"): dict(num_positions=64, max_len=64, train_examples=None, test_examples=None,
-                           pooling="cls", model=dict(d_model=256, d_ff=1024, dropout=0.1),
-                           train=dict(steps=3000, learning_rate=3e-4, checkpoint_every=1000)),
-    ("sst2", "quick"): dict(num_positions=64, max_len=64, train_examples=2000, test_examples=500,
-                            tokenizer_vocab=3000, seeds=3, pooling="cls", sens_repeats=1,
-                            model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+    ("sst2", "paper"): dict(_TEXT_PAPER, num_positions=64, max_len=64, train=dict(
+        steps=3000, learning_rate=3e-4, checkpoint_every=1000)),
+    ("sst2", "quick"): dict(_TEXT_QUICK, num_positions=64, max_len=64, tokenizer_vocab=3000,
                             train=dict(steps=150, learning_rate=1e-3)),
-    ("text", "paper"): dict(num_positions=128, max_len=128, train_examples=None,
-                           test_examples=None, pooling="cls",
-                           model=dict(d_model=256, d_ff=1024, dropout=0.1),
-                           train=dict(steps=3000, learning_rate=3e-4)),
-    ("text", "quick"): dict(num_positions=32, max_len=32, train_examples=2000, test_examples=500,
-                            tokenizer_vocab=1000, seeds=3, pooling="cls", sens_repeats=1,
-                            model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+    ("text", "paper"): dict(_TEXT_PAPER, num_positions=128, max_len=128,
+                            train=dict(steps=3000, learning_rate=3e-4)),
+    ("text", "quick"): dict(_TEXT_QUICK, num_positions=32, max_len=32, tokenizer_vocab=1000,
                             train=dict(steps=100, learning_rate=1e-3)),
-    ("imdb", "paper"): dict(num_positions=512, max_len=512, train_examples=None,
-                           test_examples=None, pooling="cls",
-                           model=dict(d_model=256, d_ff=1024, dropout=0.1),
-                           train=dict(steps=3000, batch_size=32, learning_rate=3e-4,
-                                      checkpoint_every=1000)),
-    ("imdb", "quick"): dict(num_positions=256, max_len=256, train_examples=1000,
-                            test_examples=300, tokenizer_vocab=3000, seeds=3, pooling="cls",
-                            sens_repeats=1,
-                            model=dict(d_model=32, num_layers=2, num_heads=2, d_ff=64),
+    ("imdb", "paper"): dict(_TEXT_PAPER, num_positions=512, max_len=512, train=dict(
+        steps=3000, batch_size=32, learning_rate=3e-4, checkpoint_every=1000)),
+    ("imdb", "quick"): dict(_TEXT_QUICK, num_positions=256, max_len=256, train_examples=1000,
+                            test_examples=300, tokenizer_vocab=3000,
                             train=dict(steps=100, learning_rate=1e-3, batch_size=32)),
     # docstrings of the standard library (or --set package=numpy) as contiguous windows of n
     # tokens; unlabelled (no accuracy table); with --pretrained the checkpoint's table raw and

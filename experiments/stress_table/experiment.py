@@ -2,51 +2,56 @@
 line :func:`main`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from typing import Any, Sequence
 
 import jax
-from posjax.geometry.stress_targets import not_computed
+
+from posjax.analysis import stress_geometry as G
+from posjax.analysis.stress_plots import stress_figures
+from posjax.analysis.stress_report import geometry_claims, stress_rows
+from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
+from posjax.data.synthetic import sample_distributions, three_regime_corpus
 
 from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
                                 versions, write_json)
-from experiments.stress_table import geometry as G
 from experiments.stress_table import report as R
-from experiments.stress_table.config import (_NOT_RESULTS, _NOT_RESULTS_TRAIN, _PATH_OPTIONS,
+from experiments.stress_table.config import (_PATH_OPTIONS, SENSITIVITY_ENCODINGS,
                                              StressConfig, make_config)
 from experiments.stress_table.data import prepare
 from experiments.stress_table.train import train_cell
-from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
 
 
-def _salt(cfg: StressConfig, keys: Sequence[str] | None = None, path: str = "dense"
-          ) -> dict[str, Any]:
-    drop = _NOT_RESULTS + (_PATH_OPTIONS if path == "dense" else ())
-    rec = {k: v for k, v in cfg.record().items() if k not in drop}
-    rec["train"] = {k: v for k, v in rec["train"].items() if k not in _NOT_RESULTS_TRAIN}
-    if path != "dense":
-        rec["geometry_path"] = path
-    return rec if keys is None else {k: rec[k] for k in keys}
+def _sensitivity_cell(n: int, vocab: int, samples: int | None, debias: str, repeat: int, *,
+                      mixing: str, alpha: float, data_seed: int, **stress) -> dict[str, Any]:
+    """One cell of the sample-size analysis: :func:`G.sensitivity_stress` of the ``n``-position
+    three-regime corpus' exact ``P`` (``samples`` None) or of ``samples`` draws per position
+    (split halves for ``debias="split_half"``)."""
+    corpus = three_regime_corpus(n, vocab, mixing=mixing, alpha=alpha, seed=data_seed)
+    P = corpus.P if samples is None else sample_distributions(
+        corpus.P, samples, seed=data_seed + 1000 * repeat + 17,
+        split_half=debias == "split_half")[0]
+    return G.sensitivity_stress(P, debias=debias, mds_seed=data_seed, **stress)
 
 
-def _sensitivity(cfg: StressConfig, out_dir: str, log) -> list[dict]:
-    store = CellStore(out_dir, {"part": "sensitivity", **_salt(cfg, (
-        "metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
-        "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads"))})
-    mf = cfg.geometry_path(cfg.sens_positions) == "matrix_free"
-    pairs = cfg.pair_options()
-    settings, path_key = G.sensitivity_settings(cfg.sens_samples, mf, pairs)
-    cell = dict(mixing=cfg.mixing, alpha=cfg.alpha, data_seed=cfg.data_seed, matrix_free=mf,
-                encodings=cfg.encoding_options(G.SENSITIVITY_ENCODINGS), pair_options=pairs)
-    cells: dict[tuple, list[dict]] = {}
-    for samples, debias in settings:
-        cells[(samples, debias)] = [
-            store.compute({"samples": samples, "debias": debias, "repeat": k, **path_key},
-                          lambda s=samples, d=debias, k=k: G.sensitivity_cell(
-                              cfg.sens_positions, cfg.sens_vocab, s, d, k, **cell))
-            for k in range(1 if samples is None else cfg.sens_repeats)]
+def _sensitivity(store: CellStore, n: int, vocab: int, samples: tuple[int | None, ...],
+                 repeats: int, *, matrix_free: bool, pair_options: dict[str, Any], log,
+                 **cell: Any) -> list[dict]:
+    """The sample-size rows: every ``(samples, debias)`` setting (no split-half on the
+    matrix-free path, whose cells are keyed by its options), ``repeats`` draws each."""
+    settings = [(s, d) for s in samples
+                for d in (("none",) if s is None or matrix_free else ("none", "split_half"))]
+    path_key = ({"path": "matrix_free", "k": 3, "stress_exact_max": pair_options["exact_max"],
+                 "stress_pairs": pair_options["pairs"]} if matrix_free else {})
+    cells = {(s, d): [store.compute({"samples": s, "debias": d, "repeat": k, **path_key},
+                                    lambda s=s, d=d, k=k: _sensitivity_cell(
+                                        n, vocab, s, d, k, matrix_free=matrix_free,
+                                        pair_options=pair_options, **cell))
+                      for k in range(1 if s is None else repeats)]
+             for s, d in settings}
     log(f"sensitivity: {len(cells)} settings done"
         + (" (matrix-free: no split-half cells)" if path_key else ""))
     return G.summarise_sensitivity(cells)
@@ -73,6 +78,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     t_start, cpu_start = time.perf_counter(), time.process_time()
     os.makedirs(out_dir, exist_ok=True)
     timing: dict[str, float] = {}
+    pairs, tables, encodings = cfg.pair_options(), cfg.table_options(), cfg.encoding_options()
     prep = prepare(cfg, out_dir)
     timing["data"] = time.perf_counter() - t_start
 
@@ -87,20 +93,18 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                              f"num_positions = {cfg.num_positions} requested (require_n)")
         ginfo["geometry"] = {"path": path, "option": cfg.geometry,
                              **{k: getattr(cfg, k) for k in _PATH_OPTIONS[1:]}}
-        encodings = cfg.encoding_options()
         summaries, arrays = {}, {}
         if path == "dense":
             fixed = G.fixed_distances(n, encodings)
             for name, v in variants.items():
                 summaries[name], arrays[name] = dense_tables(
                     v["D"], v["D_fr"], fixed, smacof_max_iter=cfg.smacof_max_iter,
-                    smacof_tol=cfg.smacof_tol, **cfg.table_options())
+                    smacof_tol=cfg.smacof_tol, **tables)
         else:
             fixed = G.fixed_coordinates(n, encodings)
             for name, v in variants.items():
                 summaries[name], arrays[name] = matrix_free_tables(
-                    v["P"], fixed, k=cfg.matrix_free_k, **cfg.pair_options(),
-                    **cfg.table_options())
+                    v["P"], fixed, k=cfg.matrix_free_k, **pairs, **tables)
     timing["geometry"] = time.perf_counter() - t0
     log(f"geometry ({path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
         f"{ginfo['N_i']['median']:.0f}/{ginfo['N_i']['max']:.0f}, "
@@ -108,8 +112,8 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     # "E4": the on-disk key of the accuracy cells, kept so that finished cells stay valid
-    store = CellStore(out_dir, {"part": "E4", **_salt(cfg, path=path)})
-    targets = G.as_targets(variants, cfg.pair_options())
+    store = CellStore(out_dir, {"part": "E4", **cfg.salt(path=path)})
+    targets = G.as_targets(variants, pairs)
     mds_coords = arrays[cfg.mds_variant]["coords_low"]
     mds = {"scale": cfg.mds_scale, "max_rank": cfg.mds_max_rank,
            "trainable": cfg.mds_trainable, "lift": cfg.mds_lift}
@@ -131,30 +135,34 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
     timing["accuracy"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    sens_rows = _sensitivity(cfg, out_dir, log)
+    sens_store = CellStore(out_dir, {"part": "sensitivity", **cfg.salt((
+        "metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
+        "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads"))})
+    sens_rows = _sensitivity(
+        sens_store, cfg.sens_positions, cfg.sens_vocab, cfg.sens_samples, cfg.sens_repeats,
+        matrix_free=cfg.geometry_path(cfg.sens_positions) == "matrix_free",
+        pair_options=pairs, log=log, mixing=cfg.mixing, alpha=cfg.alpha,
+        data_seed=cfg.data_seed, encodings=cfg.encoding_options(SENSITIVITY_ENCODINGS))
     timing["sensitivity"] = time.perf_counter() - t0
 
-    trained = {key: [r["trained_stress"] for r in accuracy_rows
-                     if r["pe"] == pe and r.get("trained_stress")]
+    trained = {key: [r.get("trained_stress") for r in accuracy_rows if r["pe"] == pe]
                for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
-    stress = {v: R.stress_rows(summaries[v], trained, v) for v in variants}
-    if path == "matrix_free":  # trained encoders whose stress needs distances: say so
-        for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5")):
-            for v in stress:
-                if any(r["pe"] == pe for r in accuracy_rows) and key not in stress[v]:
-                    stress[v][key] = {"raw": not_computed(n), "optimal": not_computed(n)}
+    stress = {v: stress_rows(summaries[v], trained, v) for v in variants}
     if cfg.pretrained:
+        from posjax.pretrained import position_table
         with jax.enable_x64(True):
+            tables = {key: position_table(cfg.pretrained, post_layernorm=ln) for key, ln in
+                      (("pretrained", False), ("pretrained_ln", True))
+                      if not ln or cfg.pretrained_layernorm}
             for v, rows in G.pretrained_stress_rows(
-                    cfg.pretrained, prep.model_offset, targets,
-                    layernorm=cfg.pretrained_layernorm,
+                    tables, prep.model_offset, targets, checkpoint=cfg.pretrained,
                     required=cfg.num_positions if cfg.require_n else None).items():
                 stress[v].update(rows)
     accuracy = R.accuracy_summary(accuracy_rows)
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
-    claim_list = R.claims(stress, summaries, accuracy, ceiling,
-                          chance_claim=cfg.dataset == "synthetic")
-    files = R.plots(out_dir, variants, arrays, stress, accuracy, sens_rows)
+    claim_list = geometry_claims(stress, summaries) + R.accuracy_claims(
+        accuracy, ceiling, chance_claim=cfg.dataset == "synthetic")
+    files = stress_figures(out_dir, variants, arrays, stress, accuracy, sens_rows)
     timing["total"] = time.perf_counter() - t_start
     timing["cpu_total"] = time.process_time() - cpu_start
 
@@ -185,7 +193,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                        "registry": "pe='mds' (posjax.encodings.mds)"},
             "erank_on": "eig_B", "neg_eig": "clip",
         },
-        "options": cfg.record(), "versions": versions(), "data": prep.info,
+        "options": dataclasses.asdict(cfg), "versions": versions(), "data": prep.info,
         "geometry": {"info": ginfo, "variants": summaries},
         "stress": stress, "spectrum": {v: s["spectrum"] for v, s in summaries.items()},
         "parameters": {v: s["parameters"] for v, s in summaries.items()},
@@ -194,7 +202,7 @@ def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
                "bayes_accuracy": ceiling},
         "sensitivity": {"rows": sens_rows, "geometry": cfg.geometry_path(cfg.sens_positions),
                         "spec_toy": {str(k): v for k, v in
-                                     G.INTERPRETATIONS_TOY_STRESS.items()}},
+                                     R.INTERPRETATIONS_TOY_STRESS.items()}},
         "claims": claim_list, "timing_s": timing, "files": files,
     }
     write_json(os.path.join(out_dir, "results.json"), results)

@@ -15,12 +15,11 @@ import jax
 import numpy as np
 from flax import nnx
 
+from posjax.analysis.stress_geometry import trained_encoding_stress
 from posjax.data.classification_corpus import ClassificationCorpus
 from posjax.encodings.mds import mds_model_coords
 from posjax.models.config import TransformerConfig
 from posjax.training.config import TrainConfig
-
-from experiments.stress_table.geometry import as_targets, trained_stress
 
 
 def build_model(model: TransformerConfig, prep: ClassificationCorpus, pe: str, seed: int, *,
@@ -46,36 +45,6 @@ def build_model(model: TransformerConfig, prep: ClassificationCorpus, pe: str, s
     return Classifier(config, prep.num_classes, pooling=pooling, rngs=nnx.Rngs(seed)), config
 
 
-def pe_param_count(model) -> int:
-    """Number of trainable parameters in the model's positional encoding(s)."""
-    state = nnx.state(model.transformer.pes, nnx.Param)
-    return int(sum(np.size(x) for x in jax.tree.leaves(state)))
-
-
-def _trained_geometry(model, pe: str, offset: int, targets: dict[str, Any]):
-    """Stress of the trained table (learned, mds) or bias (t5) against every variant's geometry
-    (``targets``: dense ``D`` arrays or the targets of ``geometry.as_targets``)."""
-    from posjax.analysis.encoding_geometry import encoding_distances
-
-    if pe not in ("learned", "mds", "t5") or not targets:
-        return None
-    targets = as_targets(targets)
-    module = model.transformer.pe
-    max_len = int(model.transformer.config.max_len)
-    n = min(next(iter(targets.values())).n, max_len - offset)
-    heads = {k: t.head(n) for k, t in targets.items()}
-    with jax.enable_x64(True):
-        if pe in ("learned", "mds"):
-            table = module.embedding[...] if pe == "learned" else module.full_table()
-            return trained_stress(heads, table=np.asarray(table, np.float64)[offset:offset + n])
-        if any(t.kind == "matrix_free" for t in heads.values()):
-            raise ValueError(f"T5 stress not computed at n = {n} (matrix-free): a bias "
-                             "has distances but no coordinates")
-        E = np.asarray(encoding_distances("t5", max_len, module=module),
-                       np.float64)[offset:offset + n, offset:offset + n]
-        return trained_stress(heads, distances=E)
-
-
 def train_cell(prep: ClassificationCorpus, pe: str, seed: int, *, model: TransformerConfig,
                train: TrainConfig, pooling: str, targets: dict[str, Any],
                mds_coords: np.ndarray | None = None, mds: dict[str, Any] | None = None,
@@ -84,8 +53,10 @@ def train_cell(prep: ClassificationCorpus, pe: str, seed: int, *, model: Transfo
 
     ``train.seed`` is set to ``seed`` and ``log_every`` capped at ``steps``; with
     ``train.checkpoint_every > 0`` the run checkpoints under ``run_dir`` and resumes from there
-    after an interrupt. ``targets``: the geometry the trained table is scored against.
+    after an interrupt. ``targets``: the geometry the trained table (learned, mds) or bias (t5)
+    is scored against (:func:`posjax.analysis.stress_geometry.trained_encoding_stress`).
     """
+    from posjax.pretrained import param_count
     from posjax.training import ArrayBatches, classification_loss, evaluate_classifier
     from posjax.training import train as train_loop
 
@@ -101,14 +72,15 @@ def train_cell(prep: ClassificationCorpus, pe: str, seed: int, *, model: Transfo
                                     **(run_config or {})})
     test = evaluate_classifier(net, prep.test)
     row = {"pe": pe, "seed": seed, "test_accuracy": test["accuracy"], "test_loss": test["loss"],
-           "train_metrics": result.metrics, "pe_params": pe_param_count(net),
+           "train_metrics": result.metrics, "pe_params": param_count(net.transformer.pes),
            "seconds": time.perf_counter() - t0, "resumed_from": result.resumed_from,
            "model": {k: v for k, v in config.to_dict().items() if k != "pe_options"},
            "pe_options": {k: v for k, v in config.pe_options.items() if k != "coords"}}
     if pe == "mds":
         row["mds_rank"] = int(net.transformer.pe.rank)
     try:
-        row["trained_stress"] = _trained_geometry(net, pe, prep.model_offset, targets)
+        with jax.enable_x64(True):
+            row["trained_stress"] = trained_encoding_stress(net, pe, prep.model_offset, targets)
     except ValueError as e:  # a PE whose geometry cannot be read is reported, not fatal
         row["trained_stress"] = None
         row["trained_stress_error"] = str(e)

@@ -1,6 +1,9 @@
 """Analysis tools: head ablation, PE similarity, the PE -> geometry bridge
 (:mod:`posjax.analysis.encoding_geometry`), the stress/spectrum/parameter tables
-(:mod:`posjax.analysis.stress_tables`); imported lazily by name."""
+(:mod:`posjax.analysis.stress_tables`), the geometries and rows they are built from
+(:mod:`posjax.analysis.stress_geometry`), their report rows, claims and figures
+(:mod:`posjax.analysis.stress_report`, :mod:`posjax.analysis.stress_plots`); imported lazily
+by name."""
 from posjax import lazy_member
 
 _LAZY = {

@@ -20,7 +20,7 @@ import numpy as np
 
 __all__ = ["ClassificationCorpus", "TEXT_EVAL_SPLIT", "text_classification_corpus",
            "corpus_tokenizer", "model_arrays", "docstring_sentences", "stream_corpus",
-           "WORD_ORDER_STAND_IN"]
+           "WORD_ORDER_STAND_IN", "shift_task_corpus"]
 
 #: Evaluation split of each named dataset.
 TEXT_EVAL_SPLIT = {"sst2": "validation", "imdb": "test"}
@@ -244,3 +244,32 @@ def stream_corpus(texts: Any, tokenizer: Any, num_positions: int, *, keep_specia
     return ClassificationCorpus(windows, np.full(count, num_positions, np.int32),
                                 tokenizer.pad_id, tokenizer.vocab_size, None, None, None, 0,
                                 0 if keep_special else 1, info)
+
+
+def shift_task_corpus(num_positions: int, vocab_size: int, samples_per_position: int, *,
+                      mixing: str, alpha: float, seed: int, shift: int | None = None,
+                      train_examples: int, test_examples: int) -> ClassificationCorpus:
+    """The three-regime corpus (:func:`posjax.data.synthetic.three_regime_corpus`, exact ``P``
+    known) as a geometry corpus, plus the cyclic-shift detection task on its ``P``
+    (:func:`posjax.data.tasks.shift_task`; ``shift`` None: ``max(1, n // 8)``; train and test
+    drawn with seeds ``seed + 101`` and ``seed + 202``). ``info["task"]["bayes_accuracy"]`` is
+    the task's ceiling with the exact ``P`` (:func:`posjax.data.tasks.bayes_accuracy`); an
+    encoder without positional signal is at chance, 0.5 (arXiv 2604.05217, Theorem 1)."""
+    from posjax.data.synthetic import three_regime_corpus
+    from posjax.data.tasks import bayes_accuracy, shift_task
+
+    corpus = three_regime_corpus(num_positions, vocab_size, samples_per_position,
+                                 mixing=mixing, alpha=alpha, seed=seed)
+    shift = shift or max(1, num_positions // 8)
+    train = shift_task(corpus.P, train_examples, shift, seed=seed + 101)
+    test = shift_task(corpus.P, test_examples, shift, seed=seed + 202)
+    toks = np.asarray(corpus.tokens, np.int32)
+    info = {"source": "synthetic:three_regime_corpus", "corpus": corpus.config,
+            "task": {"name": "cyclic_shift_detection", "shift": shift,
+                     "definition": "label 0: w_i ~ P_i; label 1: w_i ~ P_{(i+shift) mod n}",
+                     "train_examples": train_examples, "test_examples": test_examples,
+                     "bayes_accuracy": bayes_accuracy(corpus.P, test, shift),
+                     "chance": 0.5},
+            "tokenizer": None}
+    return ClassificationCorpus(toks, np.full(len(toks), toks.shape[1], np.int32), None,
+                                vocab_size, np.asarray(corpus.P), train, test, 2, 0, info)

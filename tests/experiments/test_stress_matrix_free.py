@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `
 import posjax.geometry as geo
 from experiments import stress_table as st
 from experiments.stress_table import experiment as driver
-from experiments.stress_table import geometry as G
+from posjax.analysis import stress_geometry as G
+from posjax.analysis.stress_report import geometry_claims, parameters_table
 from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
 from posjax.data.classification_corpus import ClassificationCorpus as Prepared
 from posjax.geometry.stress_targets import coords_stress, stress_pair
@@ -150,8 +151,6 @@ def test_matrix_free_spectrum_and_parameters_equal_dense(both_paths):
 
 def test_energy_target_beyond_k_is_reported(plugin_P):
     """With k below r_eps the rows use r = k and every table says the target was not reached."""
-    from experiments.stress_table import report as R
-
     cfg = st.make_config("synthetic", quick=True, **{**SMALL, "matrix_free_k": 3})
     with jax.enable_x64(True):
         mf, _ = _matrix_free(plugin_P, cfg)
@@ -160,8 +159,8 @@ def test_energy_target_beyond_k_is_reported(plugin_P):
     assert mf["spectrum"]["r_eps"]["0.001"] == ">3" and mf["spectrum"]["captured"] < 0.999
     assert any("not reached within k = 3" in note for note in mf["notes"])
     assert mf["parameters"]["paper_d"]["energy_target_reached"] is False
-    assert "> 3 (r_ε beyond k" in R.parameters_markdown({"plugin": mf})
-    claims = R.claims({"plugin": mf["stress"]}, {"plugin": mf}, {}, None)
+    assert "> 3 (r_ε beyond k" in str(parameters_table({"plugin": mf})[1])
+    claims = geometry_claims({"plugin": mf["stress"]}, {"plugin": mf})
     low = [c for c in claims if c["claim"].startswith("low-rank MDS")]
     assert low and all(c["verdict"].startswith("inconclusive") for c in low)
     full = [c for c in claims if c["claim"].startswith("MDS stress ≈ 0")]
@@ -239,10 +238,10 @@ def test_accuracy_cell_salt_depends_on_the_path_options_only_when_matrix_free():
     b = st.make_config("synthetic", quick=True, matrix_free_above=8, matrix_free_k=5,
                        stress_pairs=10)
     # dense cells stored before these options existed keep their key
-    assert driver._salt(a) == driver._salt(b) and "geometry" not in driver._salt(a)
-    mf_a, mf_b = driver._salt(a, path="matrix_free"), driver._salt(b, path="matrix_free")
+    assert a.salt() == b.salt() and "geometry" not in a.salt()
+    mf_a, mf_b = a.salt(path="matrix_free"), b.salt(path="matrix_free")
     assert mf_a != mf_b and mf_a["geometry_path"] == "matrix_free"
-    assert mf_a != driver._salt(a)
+    assert mf_a != a.salt()
 
 
 SENS = dict(sens_positions=40, sens_vocab=60, sinusoidal_dim=16, rope_head_dim=8,
@@ -255,10 +254,31 @@ def test_sensitivity_settings_follow_the_path():
     dense_cfg = st.make_config("synthetic", quick=True, **SENS)
     mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
     assert dense_cfg.geometry_path(40) == "dense" and mf_cfg.geometry_path(40) == "matrix_free"
-    assert G.sensitivity_settings(dense_cfg.sens_samples, False, dense_cfg.pair_options()) == (
-        [(None, "none"), (500, "none"), (500, "split_half")], {})
-    settings, key = G.sensitivity_settings(mf_cfg.sens_samples, True, mf_cfg.pair_options())
-    assert settings == [(None, "none"), (500, "none")] and key["path"] == "matrix_free"
+
+    class Keys:  # a cell store that records the keys asked for
+        def __init__(self):
+            self.keys = []
+
+        def compute(self, key, fn):
+            self.keys.append(key)
+            return {k: {"raw": 0.5, "optimal": 0.5} for k in ("alibi", "sinusoidal", "rope")}
+
+    def asked(cfg, matrix_free):
+        store = Keys()
+        rows = driver._sensitivity(store, 40, 60, cfg.sens_samples, 2, matrix_free=matrix_free,
+                                   pair_options=cfg.pair_options(), log=lambda *_: None)
+        assert [(r["samples_per_position"], r["debias"], r["repeats"]) for r in rows] == (
+            [(None, "none", 1), (500, "none", 2)] + [(500, "split_half", 2)] * (not matrix_free))
+        return store.keys
+
+    dense = asked(dense_cfg, False)
+    assert [(k["samples"], k["debias"], k["repeat"]) for k in dense] == [
+        (None, "none", 0), (500, "none", 0), (500, "none", 1), (500, "split_half", 0),
+        (500, "split_half", 1)] and all(set(k) == {"samples", "debias", "repeat"} for k in dense)
+    mf = asked(mf_cfg, True)
+    assert [(k["samples"], k["debias"]) for k in mf] == [(None, "none"), (500, "none"),
+                                                         (500, "none")]
+    assert all(k["path"] == "matrix_free" for k in mf)
 
 
 @pytest.mark.slow
@@ -267,10 +287,10 @@ def test_sensitivity_cell_matrix_free_equals_dense():
     dense_cfg = st.make_config("synthetic", quick=True, **SENS)
     mf_cfg = st.make_config("synthetic", quick=True, matrix_free_above=32, **SENS)
     def cell(cfg, debias, matrix_free):
-        return G.sensitivity_cell(
+        return driver._sensitivity_cell(
             cfg.sens_positions, cfg.sens_vocab, 500, debias, 0, mixing=cfg.mixing,
             alpha=cfg.alpha, data_seed=cfg.data_seed, matrix_free=matrix_free,
-            encodings=cfg.encoding_options(G.SENSITIVITY_ENCODINGS),
+            encodings=cfg.encoding_options(st.config.SENSITIVITY_ENCODINGS),
             pair_options=cfg.pair_options())
 
     with jax.enable_x64(True):

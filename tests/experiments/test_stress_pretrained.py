@@ -53,8 +53,7 @@ def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
 
     import posjax.geometry as geo
     from experiments.stress_table.data import prepare
-    from experiments.stress_table import geometry as G
-    from experiments.stress_table.geometry import pretrained_stress_rows
+    from posjax.analysis import stress_geometry as G
     from posjax.pretrained import position_table
 
     cfg = st.make_config("text", quick=True, data_dir=str(_unlabelled(tmp_path)),
@@ -66,8 +65,10 @@ def test_pretrained_row_equals_an_independent_stress(tmp_path, checkpoint):
                                             pad_id=prep.pad_id, keep_special=True,
                                             on_empty="truncate")
         D = np.asarray(geo.hellinger_matrix(np.asarray(P)), np.float64)
-        rows = pretrained_stress_rows(str(checkpoint), prep.model_offset,
-                                      G.as_targets({"plugin": {"D": D}}), layernorm=True)["plugin"]
+        tables = {"pretrained": position_table(checkpoint),
+                  "pretrained_ln": position_table(checkpoint, post_layernorm=True)}
+        rows = G.pretrained_stress_rows(tables, prep.model_offset, G.as_targets(
+            {"plugin": {"D": D}}), checkpoint=str(checkpoint))["plugin"]
     n = rows["pretrained"]["rows"]
     assert n == min(D.shape[0], 16)
     table = position_table(checkpoint).astype(np.float64)[:n]
@@ -138,8 +139,8 @@ def test_stream_windows_checkpoint_rows_and_required_n(tmp_path, checkpoint):
     initialisation is a fixed row, and asking more positions than the checkpoint has fails."""
     import jax
 
-    from experiments.stress_table import geometry as G
     from experiments.stress_table.data import prepare
+    from posjax.analysis import stress_geometry as G
     from posjax.pretrained import position_table
 
     opts = dict(TINY, data_dir=str(_unlabelled(tmp_path)), pretrained=str(checkpoint), **STREAM)
@@ -156,9 +157,11 @@ def test_stream_windows_checkpoint_rows_and_required_n(tmp_path, checkpoint):
         variants, info = variants_of(cfg, prep)
         assert info["n"] == 10 and set(G.fixed_distances(10, cfg.encoding_options())) == {
             "sinusoidal", "alibi", "t5_init"}
-        rows = G.pretrained_stress_rows(str(checkpoint), prep.model_offset,
-                                        G.as_targets(variants), layernorm=True)["plugin"]
-        table = np.asarray(position_table(str(checkpoint), post_layernorm=True), np.float64)[:10]
+        table = np.asarray(position_table(str(checkpoint), post_layernorm=True), np.float64)
+        rows = G.pretrained_stress_rows({"pretrained": position_table(str(checkpoint)),
+                                         "pretrained_ln": table}, prep.model_offset,
+                                        G.as_targets(variants), checkpoint=str(checkpoint))["plugin"]
+        table = table[:10]
         E = np.sqrt(((table[:, None] - table[None]) ** 2).sum(-1))
         D = variants["plugin"]["D"]
         iu = np.triu_indices(10, 1)
@@ -168,8 +171,10 @@ def test_stream_windows_checkpoint_rows_and_required_n(tmp_path, checkpoint):
         assert rows["pretrained"]["rows"] == 10
         big = st.make_config("text", quick=True, **{**opts, "num_positions": 20, "max_len": 20})
         with pytest.raises(ValueError, match="require_n"):  # the checkpoint has 16 rows
-            G.pretrained_stress_rows(str(checkpoint), 0, G.as_targets(
-                variants_of(big, prepare(big, str(tmp_path / "o")))[0]), required=20)
+            G.pretrained_stress_rows(
+                {"pretrained": position_table(str(checkpoint))}, 0,
+                G.as_targets(variants_of(big, prepare(big, str(tmp_path / "o")))[0]),
+                checkpoint=str(checkpoint), required=20)
 
 
 @pytest.mark.slow

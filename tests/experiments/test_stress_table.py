@@ -11,7 +11,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `
 
 from experiments import stress_table as st
 from experiments.stress_table import experiment as driver
-from experiments.stress_table import geometry as _stress_geometry
 from experiments.stress_table import train as _stress_train
 
 TINY = dict(num_positions=12, vocab_size=40, samples_per_position=400, train_examples=64,
@@ -74,7 +73,7 @@ def test_resume_skips_finished_cells(tiny_run, monkeypatch):
         raise AssertionError("a finished cell was recomputed")
 
     monkeypatch.setattr(driver, "train_cell", boom)
-    monkeypatch.setattr(_stress_geometry, "sensitivity_cell", boom)
+    monkeypatch.setattr(driver, "_sensitivity_cell", boom)
     again = st.run(cfg, out, log=lambda *_: None)
     assert again["accuracy"]["rows"] == res["accuracy"]["rows"]
     assert again["sensitivity"]["rows"] == res["sensitivity"]["rows"]
@@ -95,12 +94,12 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "does not exist" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_synthetic_task_is_balanced_and_its_ceiling_recorded():
-    from experiments.stress_table.data import prepare_synthetic
+def test_synthetic_task_is_balanced_and_its_ceiling_recorded(tmp_path):
+    from experiments.stress_table.data import prepare
     from posjax.data.tasks import bayes_accuracy
 
     cfg = st.make_config("synthetic", quick=True, **TINY)
-    prep = prepare_synthetic(cfg)
+    prep = prepare(cfg, str(tmp_path))
     task = prep.info["task"]
     assert task["shift"] == 1  # None: max(1, n // 8) at n = 12
     assert prep.train["labels"].sum() == 32 and prep.test["tokens"].shape == (32, 12)
@@ -116,6 +115,8 @@ def test_old_layout_run_directory_is_refused(tmp_path):
 
 
 def test_mds_encoding_installed_in_model():
+    from posjax.pretrained import param_count
+
     cfg = st.make_config("synthetic", quick=True, **TINY)
 
     class Prep:
@@ -125,7 +126,7 @@ def test_mds_encoding_installed_in_model():
     model, _ = _stress_train.build_model(cfg.model, Prep, "mds", 0, mds_coords=np.ones((12, 3)))
     pe = model.transformer.pe
     assert pe.hook == "embed" and pe.rank == 3
-    assert _stress_train.pe_param_count(model) == 3 * (12 + 8)
+    assert param_count(model.transformer.pes) == 3 * (12 + 8)
 
 
 def _write_sst2(root, n_train=120, n_eval=40, seed=0):
@@ -195,9 +196,9 @@ def test_adding_seeds_or_encodings_keeps_finished_cells():
     cfg = st.make_config("synthetic", quick=True, **TINY)
     more = dataclasses.replace(cfg, seeds=5, encodings=("rope", "learned"),
                                train=dataclasses.replace(cfg.train, progress=True))
-    assert driver._salt(more) == driver._salt(cfg)
+    assert more.salt() == cfg.salt()
     fewer = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=4))
-    assert driver._salt(fewer) != driver._salt(cfg)
+    assert fewer.salt() != cfg.salt()
 
 
 def test_library_fields_are_dotted_and_a_flat_one_says_where_it_lives():
