@@ -212,3 +212,14 @@ def test_library_fields_are_dotted_and_a_flat_one_says_where_it_lives():
         parse_set(st.StressConfig, ["d_model=64"])
     with pytest.raises(ValueError, match="did you mean train.steps"):
         st.make_config("synthetic", steps=5)
+
+
+def test_accuracy_claims_with_the_mds_pe_alone_or_beside_others():
+    from experiments.stress_table.report import accuracy_claims
+
+    row = lambda acc: {"mean": float(np.mean(acc)), "acc": acc, "seed": list(range(len(acc)))}
+    assert accuracy_claims({"mds": row([0.8, 0.82])}, None) == []  # nothing to compare with
+    (claim,) = accuracy_claims({"mds": row([0.8, 0.82, 0.81]), "rope": row([0.7, 0.72, 0.71]),
+                                "none": row([0.5, 0.52, 0.51])}, None)
+    assert claim["value"]["best_other"] == "rope"
+    assert claim["value"]["statistic"]["mean"] == pytest.approx(0.11)
