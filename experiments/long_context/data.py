@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from posjax.evals import RetrievalVocab, needle_prompts, passkey_prompts
+from experiments.long_context.config import LongContextConfig
 
 NUM_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK] of the WordPiece tokenizers (posjax.data.text)
 
@@ -48,7 +49,7 @@ def _tokenizer(texts, vocab_size: int, cache: str):
     return wordpiece_tokenizer(texts, vocab_size=vocab_size, cache_path=cache)
 
 
-def corpus_stream(cfg: Any, cache_dir: str) -> tuple[np.ndarray, int, dict[str, Any]]:
+def corpus_stream(cfg: LongContextConfig, cache_dir: str) -> tuple[np.ndarray, int, dict[str, Any]]:
     """``(stream [T] int32, corpus vocabulary size, info)`` of the configured corpus, at most
     ``cfg.corpus_tokens`` tokens."""
     n = cfg.corpus_tokens
@@ -85,7 +86,7 @@ def corpus_stream(cfg: Any, cache_dir: str) -> tuple[np.ndarray, int, dict[str, 
             {"source": source, "tokenizer": tok.source, "first_id": NUM_SPECIAL})
 
 
-def retrieval_vocab(cfg: Any, corpus_vocab: int, first_id: int) -> RetrievalVocab:
+def retrieval_vocab(cfg: LongContextConfig, corpus_vocab: int, first_id: int) -> RetrievalVocab:
     """Markers ``corpus_vocab`` and ``corpus_vocab + 1``; keys from ``num_symbols`` corpus ids,
     filler from every corpus id at or above ``first_id`` (the tokenizer's specials excluded)."""
     filler = tuple(range(first_id, corpus_vocab))
@@ -95,7 +96,7 @@ def retrieval_vocab(cfg: Any, corpus_vocab: int, first_id: int) -> RetrievalVoca
                           query_marker=corpus_vocab + 1, key_length=cfg.key_length)
 
 
-def split_stream(stream: np.ndarray, cfg: Any) -> tuple[np.ndarray, np.ndarray]:
+def split_stream(stream: np.ndarray, cfg: LongContextConfig) -> tuple[np.ndarray, np.ndarray]:
     """``(train stream, eval rows [eval_rows, 8L + 1])``: the evaluation rows are the stream's
     last tokens, never seen in training."""
     width = max(cfg.eval_factors) * cfg.train_length + 1
@@ -106,7 +107,7 @@ def split_stream(stream: np.ndarray, cfg: Any) -> tuple[np.ndarray, np.ndarray]:
     return stream[:-need], stream[-need:].reshape(cfg.eval_rows, width)
 
 
-def _retrieval_row(kind: str, vocab: RetrievalVocab, total: int, width: int, cfg: Any,
+def _retrieval_row(kind: str, vocab: RetrievalVocab, total: int, width: int, cfg: LongContextConfig,
                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     k = vocab.key_length
     make = passkey_prompts if kind == "passkey" else (
@@ -119,7 +120,7 @@ def _retrieval_row(kind: str, vocab: RetrievalVocab, total: int, width: int, cfg
     return row, mask
 
 
-def training_arrays(train_stream: np.ndarray, vocab: RetrievalVocab, cfg: Any, seed: int
+def training_arrays(train_stream: np.ndarray, vocab: RetrievalVocab, cfg: LongContextConfig, seed: int
                     ) -> dict[str, np.ndarray]:
     """One seed's training set: every non-overlapping window of ``L`` tokens of the training
     stream (loss on every next token), plus passkey and needle rows (half each) of total length

@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from experiments.long_context.config import LongContextConfig
+
 
 @functools.partial(jax.jit, static_argnames=("graphdef",))
 def _logits(graphdef, state, tokens):
@@ -43,11 +45,11 @@ def greedy_answers(model, prompts: np.ndarray, k: int) -> np.ndarray:
     return tokens[:, P:]
 
 
-def lengths(cfg: Any) -> list[int]:
+def lengths(cfg: LongContextConfig) -> list[int]:
     return sorted({f * cfg.train_length for f in cfg.eval_factors})
 
 
-def evaluate(models_at, cfg: Any, corpus: dict, seed: int) -> dict[str, Any]:
+def evaluate(models_at, cfg: LongContextConfig, corpus: dict, seed: int) -> dict[str, Any]:
     """The four evaluations of one seed; ``models_at(l)`` is the model evaluated at length l."""
     from posjax.evals import (attention_diagnostics, needle_retrieval, passkey_retrieval,
                               perplexity_by_length)

@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from experiments.long_context.config import LongContextConfig
+
 TOP_K = 64
 
 
-def _target(cfg: Any, corpus: dict, n: int) -> np.ndarray:
+def _target(cfg: LongContextConfig, corpus: dict, n: int) -> np.ndarray:
     import posjax.geometry as geo
 
     cache = corpus.setdefault("D", {})
@@ -35,11 +37,11 @@ def _target(cfg: Any, corpus: dict, n: int) -> np.ndarray:
     return cache[n]
 
 
-def geometry_lengths(cfg: Any) -> list[int]:
+def geometry_lengths(cfg: LongContextConfig) -> list[int]:
     return [cfg.train_length, 4 * cfg.train_length]
 
 
-def pe_stress(pe: str, models: list, cfg: Any, corpus: dict) -> dict[str, Any]:
+def pe_stress(pe: str, models: list, cfg: LongContextConfig, corpus: dict) -> dict[str, Any]:
     """``{"stress": {n: [per seed]}}`` or ``{"none": reason}`` for a PE without a static
     geometry."""
     import posjax.geometry as geo
@@ -77,7 +79,7 @@ def _spearman(x: np.ndarray, y: np.ndarray, draws: int = 2000, seed: int = 0) ->
     return {"rho": rho, "lo": float(lo), "hi": float(hi), "n": n, "bootstrap_draws": len(boot)}
 
 
-def corpus_stress(cfg: Any, corpus: dict, cells: dict) -> dict[str, Any]:
+def corpus_stress(cfg: LongContextConfig, corpus: dict, cells: dict) -> dict[str, Any]:
     """Per PE: mean stress at n = L, 4L and perplexity at 4L (or the largest evaluated length);
     Spearman's rho of stress vs perplexity over the PEs with a geometry."""
     L = cfg.train_length
