@@ -3,10 +3,10 @@
 Blocks are found automatically, so a new example in the README or in docs/ is covered without
 editing this file. A block must be self-contained (small sizes; any data it needs is generated
 inside it). A block preceded by the line ``<!-- slow -->`` is marked ``slow`` and runs in an
-interpreter of its own. The other blocks of one file run in one fresh interpreter (importing JAX
-and compiling once per file instead of once per block), each with a fresh ``__main__`` namespace
-and its own empty working directory; a block that touches global state (``jax.config``,
-``os.environ``) gets an interpreter of its own too.
+interpreter of its own. The other blocks, of every file, run in order in one fresh interpreter
+(importing JAX and compiling the shared programs once instead of once per file or block), each
+with a fresh ``__main__`` namespace and its own empty working directory; a block that touches
+global state (``jax.config``, ``os.environ``) gets an interpreter of its own too.
 """
 import functools
 import glob
@@ -70,10 +70,10 @@ def _alone(code: str, slow: bool) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _shared_run(doc: str) -> dict:
-    """{block name: traceback or None} for the shared blocks of one document, run once."""
+def _shared_run(selected: frozenset) -> dict:
+    """{block name: traceback or None} for the shared blocks among ``selected``, run once."""
     blocks = [[p.values[1], p.values[0]] for p in BLOCKS
-              if p.values[1].split(":")[0] == doc and not _alone(p.values[0], p.values[2])]
+              if p.values[1] in selected and not _alone(p.values[0], p.values[2])]
     tmp = tempfile.mkdtemp(prefix="docblocks-")
     spec = os.path.join(tmp, "blocks.json")
     with open(spec, "w") as f:
@@ -91,13 +91,19 @@ def test_the_readme_has_python_examples():
     assert sum(p.id.startswith("README.md:") for p in BLOCKS) >= 2
 
 
+@pytest.fixture(scope="module")
+def selected_blocks(request):
+    """Names of the blocks this session runs (the shared interpreter runs exactly those)."""
+    return frozenset(item.callspec.params["name"] for item in request.session.items
+                     if item.originalname == "test_docs_example_runs")
+
+
 @pytest.mark.parametrize("code,name,slow", BLOCKS)
-def test_docs_example_runs(code, name, slow, tmp_path):
+def test_docs_example_runs(code, name, slow, tmp_path, selected_blocks):
     if _alone(code, slow):
         proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(),
                               capture_output=True, text=True, timeout=TIMEOUT_S)
         assert proc.returncode == 0, f"example failed:\n{code}\n--- stderr ---\n{proc.stderr[-4000:]}"
         return
-    doc = name.split(":")[0]
-    err = _shared_run(doc)[name]
+    err = _shared_run(selected_blocks)[name]
     assert err is None, f"example failed:\n{code}\n--- traceback ---\n{err}"

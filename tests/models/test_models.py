@@ -153,11 +153,11 @@ def test_lm_head_dtype_compute_vs_float32():
     by bf16 rounding only, and are cast to float32); a float32 model gets identical logits."""
     from posjax.models import LanguageModel
 
-    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 128, (2, 16)), jnp.int32)
+    tokens = _tokens()  # the sizes of the tests above: their float32 ops are compiled already
     for dtype in ("bfloat16", "float32"):
         out = {}
         for head in ("compute", "float32"):
-            cfg = TransformerConfig(dtype=dtype, lm_head_dtype=head)
+            cfg = TransformerConfig(dtype=dtype, lm_head_dtype=head, **BASE)
             model = LanguageModel(cfg, rngs=nnx.Rngs(0))
             assert model.head.kernel[...].dtype == jnp.float32  # parameters stay float32
             out[head] = np.asarray(model(tokens))
@@ -182,16 +182,18 @@ def test_xla_attention_matches_jax_dot_product_attention(dtype, tol):
     bias = jax.random.normal(ks[3], (1, H, T, T), jnp.float32)
     mask = jnp.tril(jnp.ones((T, T), bool))[None, None] & (jnp.arange(T) < 10)[None, None, None]
 
-    def loss(fn):
-        return lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32) ** 2)
+    def forward_and_grads(fn):
+        # one compiled program per implementation (not every eager op of the backward pass)
+        loss = lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32) ** 2)
+        return jax.jit(lambda q, k, v: (fn(q, k, v), jax.grad(loss, argnums=(0, 1, 2))(q, k, v)))
 
     ours = lambda q, k, v: xla_attention(q, k, v, bias=bias, mask=mask, scale=0.3)
     ref = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=0.3,
                                                        implementation="xla")
-    np.testing.assert_allclose(np.asarray(ours(q, k, v), np.float32),
-                               np.asarray(ref(q, k, v), np.float32), atol=tol, rtol=tol)
-    g_ours = jax.grad(loss(ours), argnums=(0, 1, 2))(q, k, v)
-    g_ref = jax.grad(loss(ref), argnums=(0, 1, 2))(q, k, v)
+    out_ours, g_ours = forward_and_grads(ours)(q, k, v)
+    out_ref, g_ref = forward_and_grads(ref)(q, k, v)
+    np.testing.assert_allclose(np.asarray(out_ours, np.float32),
+                               np.asarray(out_ref, np.float32), atol=tol, rtol=tol)
     for a, b in zip(g_ours, g_ref):
         scale = float(jnp.max(jnp.abs(b.astype(jnp.float32))))
         np.testing.assert_allclose(np.asarray(a, np.float32) / scale,
