@@ -92,11 +92,19 @@ class Traced(walk._Placeholder):
 
     __index__ = __int__
 
+    def __round__(self, ndigits=None):
+        return float("nan")
+
     def _op(self, *other):
         return Traced(f"{self._origin}(op)")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _op
-    __rtruediv__ = __pow__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = _op
+    __rtruediv__ = __pow__ = __neg__ = __matmul__ = _op
+
+    def _no(self, other):  # a check of a placeholder passes (the code takes its normal path)
+        return False
+
+    __lt__ = __le__ = __gt__ = __ge__ = _no
 
 
 def _digest(text: str) -> str:
@@ -173,6 +181,9 @@ HEAVY = {"train", "train_ensemble", "generate", "load_hf", "mlm_encoder", "load_
          "write_tiny_checkpoint", "order_blind_baselines"}
 # Plumbing, not computation (``jsonable`` writes the records, the cell keys included).
 UNTRACED = {"jsonable"}
+# Arguments that say where and under which name a run is recorded, not what it computes (a
+# ``run_config`` holds the whole experiment config: it would make every field look read).
+RECORD_ARGS = {"run_config", "desc", "out_dir", "log"}
 # Data builders (pure functions of their arguments): run for real, memoised on the fingerprint.
 MEMOISED = {"make_splits", "simulate", "windows", "trigger_distance", "trigger_count", "split",
             "order_blind_baselines", "make_dataset", "train_lengths", "eval_lengths",
@@ -190,6 +201,23 @@ class Tracer:
         self.depth = 0
         self.failed: list[str] = []
         self.memo: dict[str, Any] = {}
+        self.losses: list[float] | None = None  # [] asks for two real steps of the first member
+
+
+def _two_real_steps(real, args, kwargs) -> list[float]:
+    """The losses of the first two training steps of the first member of a ``train_ensemble``
+    call, trained for real (no checkpoint, a fresh run directory)."""
+    import tempfile
+
+    from experiments.common import loss_curve
+
+    build, loss_fn, batches, config = args[:4]
+    member = list(kwargs["members"])[:1]
+    batches = batches[:1] if isinstance(batches, (list, tuple)) else batches
+    config = dataclasses.replace(config, steps=2, log_every=1, checkpoint_every=0)
+    with tempfile.TemporaryDirectory() as run_dir:
+        real(build, loss_fn, batches, config, members=member, out_dir=run_dir)
+        return [v for _, v in loss_curve(str(Path(run_dir) / "metrics.jsonl"), member=0)]
 
 
 TRACE = Tracer()
@@ -203,9 +231,15 @@ def _traced(qualname: str, real: Any):
     def wrapper(*args, **kwargs):
         if not TRACE.active or TRACE.depth:
             return real(*args, **kwargs)
-        text = fingerprint((args, kwargs))
+        text = fingerprint((args, {k: v for k, v in kwargs.items() if k not in RECORD_ARGS}))
         digest = _digest(f"{qualname}{text}")
         TRACE.calls.append((qualname, digest))
+        if name == "train_ensemble" and TRACE.losses == []:
+            TRACE.depth += 1  # the real models, built and trained untraced
+            try:
+                TRACE.losses.extend(_two_real_steps(real, args, kwargs))
+            finally:
+                TRACE.depth -= 1
         if heavy:
             if name == "train_ensemble":  # the members' models: built (traced) one by one
                 for member in kwargs.get("members") or ():
@@ -280,6 +314,29 @@ def install_tracer(mp) -> None:
                 mp.setattr(m, name, fake)
 
 
+# The stubbed preparation of the experiments whose data is a tokenised corpus or a pretrained
+# checkpoint (test_field_walk.STUBS): what it returns stands as one fixed placeholder here, so
+# the fields only it reads are in PREPARED.
+def _empty_head(cfg, data, out_dir, log=print):
+    np.savez(str(Path(out_dir) / "mlm_head.npz"))  # no arrays: set_head gets {}
+    return {}
+
+
+PREPARATION = {
+    "long_context": {"experiments.long_context.experiment.prepare": lambda cfg, out: {
+        "train": Traced("prepared.train"), "eval": Traced("prepared.eval"),
+        "vocab": Traced("prepared.vocab"), "corpus_vocab": 100, "model_vocab": 102,
+        "info": {}}},
+    "stress_table": {"experiments.stress_table.experiment.prepare":
+                     lambda cfg, out: Traced("prepared")},
+    "pe_swap": {"experiments.pe_swap.experiment.prepare_data":
+                lambda cfg, ckpt: Traced("prepared"),
+                "experiments.pe_swap.experiment.head_stage": _empty_head}}
+# The experiment's own training entry points (a training loop written in the experiment over
+# arguments it picks; traced like the library's ``train``).
+ENTRIES = {"pe_swap": ("experiments.pe_swap.mlm.train_mlm",)}
+
+
 class ComputingRecorder(walk.Recorder):
     """The recording CellStore of the key half, now running each cell's function (under the
     tracer); a cell that fails on a placeholder is noted and stands as a placeholder."""
@@ -305,9 +362,20 @@ def traced_run(module: str, sets: list[str], out: str, mp) -> tuple[tuple[str, .
         store = getattr(mod, "CellStore", None) if name.startswith("experiments") else None
         if isinstance(store, type) and store.__name__ == "CellStore":
             mp.setattr(mod, "CellStore", ComputingRecorder)
-    if module in walk.STUBS:
-        walk.STUBS[module](mp)
     install_tracer(mp)
+    if module in walk.STUBS:  # the stubbed preparation (see PREPARED) is not traced
+        walk.STUBS[module](mp)
+    for qualname, fake in PREPARATION.get(module, {}).items():
+        owner, _, attr = qualname.rpartition(".")
+        mp.setattr(importlib.import_module(owner), attr, fake)
+    for qualname in ENTRIES.get(module, ()):
+        owner, _, attr = qualname.rpartition(".")
+        mod = importlib.import_module(owner)
+        HEAVY.add(attr)
+        fake = _traced(qualname, getattr(mod, attr))
+        for m in [mod] + [m for n, m in sys.modules.items() if n.startswith("experiments")]:
+            if getattr(m, attr, None) is getattr(mod, attr, None) or m is mod:
+                mp.setattr(m, attr, fake)
     walk.Recorder.log, TRACE.calls, TRACE.failed = [], [], []
     argv = ["--preset", "quick", "--out", out, *walk.ARGV.get(module, [])]
     if sets:
@@ -327,6 +395,24 @@ def traced_run(module: str, sets: list[str], out: str, mp) -> tuple[tuple[str, .
 # Data sizes the walk shrinks (with the key's own value set after, so it wins): what a field
 # reaches does not depend on how many puzzles / windows there are, the walk's time does.
 BASE_SETS = {"init_sweep": ["n_per_condition=40"]}
+# Keys that act only in a regime the quick preset does not enter: walked from a base that enters
+# it (the key half keys them there as well).
+REGIME_SETS = {
+    "init_sweep": {"epochs": ["max_steps=none"]},
+    "additive_vs_multiplicative": {"epochs": ["steps=none"]},
+    "length_generalization": {"lape_base": ["pes=lape"], "schedule_span": ["pes=sched_gemma3"]},
+}
+
+
+def _other_names(cls, key: str, default: Any) -> list[tuple[str, ...]]:
+    """For a tuple of names (PEs, tasks, variants): one-name tuples of other valid names (the
+    key half's candidates only shorten or repeat the default, which may change no cell)."""
+    from posjax import encodings
+
+    if not (isinstance(default, tuple) and default and all(isinstance(v, str) for v in default)):
+        return []
+    names = walk._choices_from_error(cls, key) + sorted(encodings.names())
+    return [(n,) for n in dict.fromkeys(names) if n not in default][:2]
 
 
 def walk_computation(module: str, out: str, mp, keys=None) -> dict[str, str]:
@@ -335,14 +421,18 @@ def walk_computation(module: str, out: str, mp, keys=None) -> dict[str, str]:
     from experiments.common import settable_keys
 
     cls = getattr(importlib.import_module(f"experiments.{module}"), walk.CONFIGS[module])
-    base_sets = BASE_SETS.get(module, [])
-    base = traced_run(module, base_sets, out, mp)
-    assert any(t.startswith("{") for t in base[0]) and base[1], f"{module}: nothing traced"
+    bases: dict[tuple, tuple] = {}
     verdicts = {}
     for key in keys or settable_keys(cls):
+        base_sets = BASE_SETS.get(module, []) + REGIME_SETS.get(module, {}).get(key, [])
+        if tuple(base_sets) not in bases:
+            bases[tuple(base_sets)] = traced_run(module, base_sets, out, mp)
+        base = bases[tuple(base_sets)]
+        assert any(t.startswith("{") for t in base[0]) and base[1], f"{module}: nothing traced"
         default, tp = walk.default_and_type(cls, key)
         verdict, seen = None, []
-        for value in walk.candidates(cls, key, default, tp) + [default]:
+        for value in walk.candidates(cls, key, default, tp) + _other_names(cls, key, default) \
+                + [default]:
             try:
                 cells, calls = traced_run(module, [*base_sets, f"{key}={walk.as_text(value)}"],
                                           out, mp)
@@ -366,3 +456,112 @@ def walk_computation(module: str, out: str, mp, keys=None) -> dict[str, str]:
             verdict = "; ".join(f"{what[c]}: {key}={v}" for v, c in seen)
         verdicts[key] = verdict or "refused"
     return verdicts
+
+
+# --- what the default suite and the slow suite walk ---------------------------------------------
+# The experiments whose cells the tracer follows to their training and evaluation calls. The
+# other four (pe_swap, long_context, finetune_pe, stress_table) prepare a tokenised corpus or a
+# pretrained checkpoint that the walk stubs; their cells stop at the first placeholder there,
+# so only the key half covers them.
+TRACED = ("init_sweep", "network_simulation", "additive_vs_multiplicative",
+          "length_generalization")
+# Keys that by design act on reporting only (what a verdict or a plot reads), with the reason.
+REPORTING: dict[str, dict[str, str]] = {}
+
+
+def sample_keys(module: str, n: int = 3) -> list[str]:
+    """``n`` keys of the module's config spread over its key list (deterministic)."""
+    from experiments.common import settable_keys
+
+    keys = settable_keys(getattr(importlib.import_module(f"experiments.{module}"),
+                                 walk.CONFIGS[module]))
+    return [keys[i * (len(keys) - 1) // max(n - 1, 1)] for i in range(n)]
+
+
+def _findings(module: str, verdicts: dict[str, str]) -> dict[str, str]:
+    exempt = set(walk.OPERATIONAL) | set(REPORTING.get(module, {}))
+    return {k: v for k, v in verdicts.items()
+            if v not in ("key and computation change", "refused") and k not in exempt}
+
+
+# init_sweep's Latin squares and additive_vs_multiplicative's trigger tasks take 15-25 s to
+# build on the shared 2-core machine: their sample runs in the slow suite
+SLOW_DATA = ("init_sweep", "additive_vs_multiplicative")
+
+
+@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_DATA
+                                    else m for m in TRACED])
+def test_sampled_set_keys_change_key_and_computation(module, tmp_path, monkeypatch):
+    """The computation half on three keys per experiment (first, middle, last settable key)."""
+    verdicts = walk_computation(module, str(tmp_path / "out"), monkeypatch,
+                                keys=sample_keys(module))
+    assert not _findings(module, verdicts), verdicts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", TRACED)
+def test_every_set_key_changes_key_and_computation(module, tmp_path, monkeypatch):
+    """The computation half over every settable key of the traced experiments."""
+    verdicts = walk_computation(module, str(tmp_path / "out"), monkeypatch)
+    bad = _findings(module, verdicts)
+    assert not bad, f"{walk.CONFIGS[module]}: keys in the cell key that no computation reads: {bad}"
+
+
+def test_negative_control_a_field_not_handed_to_training_is_found(tmp_path, monkeypatch):
+    """A mutant of network_simulation that trains with the preset's learning rate whatever
+    ``train.learning_rate`` says (the field still enters the cell key) is caught; the batch
+    size, still handed on, is not."""
+    ex = importlib.import_module("experiments.network_simulation.experiment")
+    real = ex.train_sweep_ensemble
+
+    def mutant(*args, train, **kwargs):
+        return real(*args, train=dataclasses.replace(train, learning_rate=1e-3), **kwargs)
+
+    monkeypatch.setattr(ex, "train_sweep_ensemble", mutant)
+    verdicts = walk_computation("network_simulation", str(tmp_path / "out"), monkeypatch,
+                                keys=["train.learning_rate", "train.batch_size"])
+    assert verdicts["train.learning_rate"].startswith("key only"), verdicts
+    assert verdicts["train.batch_size"] == "key and computation change", verdicts
+
+
+def test_exemptions_name_real_keys_and_stubbed_readers():
+    from experiments.common import settable_keys
+
+    for module, keys in {**REPORTING, **REGIME_SETS}.items():
+        cls = getattr(importlib.import_module(f"experiments.{module}"), walk.CONFIGS[module])
+        assert set(keys) <= set(settable_keys(cls)), module
+    for module in (*PREPARATION, *ENTRIES):
+        assert module in walk.CONFIGS
+    for qualname in [q for m in PREPARATION.values() for q in m] + \
+            [q for m in ENTRIES.values() for q in m]:
+        owner, _, attr = qualname.rpartition(".")
+        assert callable(getattr(importlib.import_module(owner), attr)), qualname
+
+
+def first_two_losses(module: str, sets: list[str], out: str, mp) -> tuple[list[float], tuple]:
+    """The real losses of the first two training steps of the first member of the run's first
+    ensemble under ``--set sets``, with the run's computation fingerprint."""
+    TRACE.losses = []
+    try:
+        _, calls = traced_run(module, [*BASE_SETS.get(module, []), *sets], out, mp)
+        return list(TRACE.losses), calls
+    finally:
+        TRACE.losses = None
+
+
+@pytest.mark.slow
+def test_first_step_loss_moves_with_the_fields_the_fingerprint_sees(tmp_path, monkeypatch):
+    """The fingerprint tracks real computation (network_simulation, a real tiny model trained
+    two steps): ``model.d_model`` changes the first step's loss, ``train.learning_rate`` leaves
+    it and changes the second; both change the fingerprint."""
+    out = str(tmp_path / "out")
+    small = ["sigmas=0.5", "seeds=1", "model.num_layers=1", "model.d_model=16", "model.d_ff=32"]
+    base, fp = first_two_losses("network_simulation", small, out, monkeypatch)
+    wide, fp_wide = first_two_losses("network_simulation", [*small, "model.d_model=32"], out,
+                                     monkeypatch)
+    fast, fp_fast = first_two_losses("network_simulation", [*small, "train.learning_rate=0.05"],
+                                     out, monkeypatch)
+    assert len(base) == len(wide) == len(fast) == 2 and np.all(np.isfinite(base)), base
+    assert wide[0] != base[0]
+    assert fast[0] == base[0] and fast[1] != base[1]
+    assert fp_wide != fp and fp_fast != fp
