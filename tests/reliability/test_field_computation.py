@@ -20,10 +20,10 @@ constructors, evaluation and analysis functions, the data builders) wrapped by a
 
 The *computation fingerprint* of a run is the sequence of those calls. Per settable key a
 non-default value must be refused by ``--set``, or change both the cell key and the computation
-fingerprint. Fields that by design act only on reporting (thresholds of a verdict, plots) are
-listed in :data:`REPORTING` with the reason; fields read only by a preparation step the walk
-stubs (the tokenised corpus, the pretrained checkpoint) in :data:`PREPARED`, and each of those
-must be named by the stubbed code (so neither list can rot). ``test_first_step_loss_...``
+fingerprint. Fields that by design act only on reporting (thresholds of a verdict, plots) go
+in :data:`REPORTING` with the reason (none so far in the traced experiments: their thresholds
+act inside the cells); fields that act only in a regime the quick preset does not enter are
+walked from a base that enters it (:data:`REGIME_SETS`); a test checks both name real keys. ``test_first_step_loss_...``
 shows the fingerprint tracks real computation: the first training step's loss of a real tiny
 model moves with ``model.d_model`` and not with ``train.learning_rate`` (which moves the second).
 """
@@ -37,7 +37,6 @@ import hashlib
 import importlib
 import inspect
 import io
-import json
 import sys
 import types
 from pathlib import Path
@@ -314,29 +313,6 @@ def install_tracer(mp) -> None:
                 mp.setattr(m, name, fake)
 
 
-# The stubbed preparation of the experiments whose data is a tokenised corpus or a pretrained
-# checkpoint (test_field_walk.STUBS): what it returns stands as one fixed placeholder here, so
-# the fields only it reads are in PREPARED.
-def _empty_head(cfg, data, out_dir, log=print):
-    np.savez(str(Path(out_dir) / "mlm_head.npz"))  # no arrays: set_head gets {}
-    return {}
-
-
-PREPARATION = {
-    "long_context": {"experiments.long_context.experiment.prepare": lambda cfg, out: {
-        "train": Traced("prepared.train"), "eval": Traced("prepared.eval"),
-        "vocab": Traced("prepared.vocab"), "corpus_vocab": 100, "model_vocab": 102,
-        "info": {}}},
-    "stress_table": {"experiments.stress_table.experiment.prepare":
-                     lambda cfg, out: Traced("prepared")},
-    "pe_swap": {"experiments.pe_swap.experiment.prepare_data":
-                lambda cfg, ckpt: Traced("prepared"),
-                "experiments.pe_swap.experiment.head_stage": _empty_head}}
-# The experiment's own training entry points (a training loop written in the experiment over
-# arguments it picks; traced like the library's ``train``).
-ENTRIES = {"pe_swap": ("experiments.pe_swap.mlm.train_mlm",)}
-
-
 class ComputingRecorder(walk.Recorder):
     """The recording CellStore of the key half, now running each cell's function (under the
     tracer); a cell that fails on a placeholder is noted and stands as a placeholder."""
@@ -363,19 +339,8 @@ def traced_run(module: str, sets: list[str], out: str, mp) -> tuple[tuple[str, .
         if isinstance(store, type) and store.__name__ == "CellStore":
             mp.setattr(mod, "CellStore", ComputingRecorder)
     install_tracer(mp)
-    if module in walk.STUBS:  # the stubbed preparation (see PREPARED) is not traced
+    if module in walk.STUBS:  # the stubbed preparation is not traced
         walk.STUBS[module](mp)
-    for qualname, fake in PREPARATION.get(module, {}).items():
-        owner, _, attr = qualname.rpartition(".")
-        mp.setattr(importlib.import_module(owner), attr, fake)
-    for qualname in ENTRIES.get(module, ()):
-        owner, _, attr = qualname.rpartition(".")
-        mod = importlib.import_module(owner)
-        HEAVY.add(attr)
-        fake = _traced(qualname, getattr(mod, attr))
-        for m in [mod] + [m for n, m in sys.modules.items() if n.startswith("experiments")]:
-            if getattr(m, attr, None) is getattr(mod, attr, None) or m is mod:
-                mp.setattr(m, attr, fake)
     walk.Recorder.log, TRACE.calls, TRACE.failed = [], [], []
     argv = ["--preset", "quick", "--out", out, *walk.ARGV.get(module, [])]
     if sets:
@@ -524,18 +489,12 @@ def test_negative_control_a_field_not_handed_to_training_is_found(tmp_path, monk
     assert verdicts["train.batch_size"] == "key and computation change", verdicts
 
 
-def test_exemptions_name_real_keys_and_stubbed_readers():
+def test_exemptions_name_real_keys():
     from experiments.common import settable_keys
 
     for module, keys in {**REPORTING, **REGIME_SETS}.items():
         cls = getattr(importlib.import_module(f"experiments.{module}"), walk.CONFIGS[module])
         assert set(keys) <= set(settable_keys(cls)), module
-    for module in (*PREPARATION, *ENTRIES):
-        assert module in walk.CONFIGS
-    for qualname in [q for m in PREPARATION.values() for q in m] + \
-            [q for m in ENTRIES.values() for q in m]:
-        owner, _, attr = qualname.rpartition(".")
-        assert callable(getattr(importlib.import_module(owner), attr)), qualname
 
 
 def first_two_losses(module: str, sets: list[str], out: str, mp) -> tuple[list[float], tuple]:
