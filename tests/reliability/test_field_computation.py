@@ -1,4 +1,4 @@
-"""Item 2(a), the computation half: a non-default ``--set`` value changes what the cells compute.
+"""The field walk, computation half: a non-default ``--set`` value changes what the cells compute.
 
 The key half (``test_field_walk.py``) shows every settable field reaches the cell key. A field
 in the key that no computation reads is the other silent failure: the run records an option it

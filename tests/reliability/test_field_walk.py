@@ -1,4 +1,4 @@
-"""Item 2(a) of reliability v3, dynamically: every ``--set`` key of every experiment config.
+"""The field walk, key half: every ``--set`` key of every experiment config.
 
 For each experiment config and each key ``settable_keys`` lists (flat fields and the dotted
 fields of its nested ``model`` / ``train`` configs), a non-default value of the field's type
