@@ -23,7 +23,8 @@ non-default value must be refused by ``--set``, or change both the cell key and 
 fingerprint. Fields that by design act only on reporting (thresholds of a verdict, plots) go
 in :data:`REPORTING` with the reason (none so far in the traced experiments: their thresholds
 act inside the cells); fields that act only in a regime the quick preset does not enter are
-walked from a base that enters it (:data:`REGIME_SETS`); a test checks both name real keys. ``test_first_step_loss_...``
+walked from a base that enters it (:data:`REGIME_SETS`); a test checks both name real keys.
+``test_first_step_loss_...``
 shows the fingerprint tracks real computation: the first training step's loss of a real tiny
 model moves with ``model.d_model`` and not with ``train.learning_rate`` (which moves the second).
 """
