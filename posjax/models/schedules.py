@@ -27,15 +27,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from posjax.encodings.base import batch_positions
+
 LAYER_KINDS = ("full", "sliding", "chunked")
 #: Hugging Face ``layer_types`` names -> posjax layer kinds.
 HF_LAYER_KINDS = {"full_attention": "full", "sliding_attention": "sliding",
                   "chunked_attention": "chunked"}
 
 
-def _pos(p: jax.Array) -> jax.Array:
-    p = jnp.asarray(p)
-    return p[None] if p.ndim == 1 else p
 
 
 def sliding_window_mask(q_positions: jax.Array, k_positions: jax.Array, window: int, *,
@@ -47,7 +46,7 @@ def sliding_window_mask(q_positions: jax.Array, k_positions: jax.Array, window: 
     """
     if window < 1:
         raise ValueError(f"sliding window must be >= 1, got {window}")
-    d = _pos(q_positions)[:, :, None] - _pos(k_positions)[:, None, :]
+    d = batch_positions(q_positions)[:, :, None] - batch_positions(k_positions)[:, None, :]
     ok = ((d >= 0) & (d < window)) if causal else (jnp.abs(d) <= window // 2)
     return ok[:, None]
 
@@ -58,7 +57,7 @@ def chunked_mask(q_positions: jax.Array, k_positions: jax.Array, chunk: int, *,
     positions (``q // chunk == k // chunk``; with ``causal`` also ``k <= q``)."""
     if chunk < 1:
         raise ValueError(f"attention chunk size must be >= 1, got {chunk}")
-    q, k = _pos(q_positions)[:, :, None], _pos(k_positions)[:, None, :]
+    q, k = batch_positions(q_positions)[:, :, None], batch_positions(k_positions)[:, None, :]
     ok = (q // chunk) == (k // chunk)
     if causal:
         ok = ok & (k <= q)

@@ -1,4 +1,4 @@
-"""Item 2(a) of reliability v3, dynamically: every ``--set`` key of every experiment config.
+"""The field walk, key half: every ``--set`` key of every experiment config.
 
 For each experiment config and each key ``settable_keys`` lists (flat fields and the dotted
 fields of its nested ``model`` / ``train`` configs), a non-default value of the field's type
@@ -12,9 +12,8 @@ through the experiment's real CLI (``main(["--set", "key=value", ...])``). Then 
   recorder that notes its options and every key asked for and returns a placeholder instead of
   computing the cell, so the walk costs argparse plus the data preparation (stubbed where it
   trains or tokenises: pe_swap's MLM head, long_context's corpus);
-* **the computation half** (``slow``, plus a cheap sample in the default suite): the
-  fingerprint of a tiny run of the experiment's own cell code (first-step loss / the first
-  cell's numbers) changes.
+* **the computation half** (``test_field_computation.py``): what the cells hand to the
+  library's entry points (configs, data, losses: a traced fingerprint) changes as well.
 
 A field that changes neither is a field ``--set`` accepts and silently ignores: it must be
 declared ``experiments.common.described`` (refused) or made to act.

@@ -615,3 +615,20 @@ def test_internal_exceptions_become_value_errors(tmp_path):
     np.testing.assert_allclose(packed, alone, atol=1e-5)
     with pytest.raises(ValueError, match="sequence length 6 exceeds the 4 positions"):
         clf(tok)
+
+
+def test_r12_three_d_positions_refused_by_the_layer_masks():
+    """The sliding-window and chunked masks take positions ``[T]`` or ``[B, T]``: a ``[B, T, 3]``
+    tensor (M-RoPE's three axes) is refused, as the PEs' ``batch_positions`` refuses it, instead
+    of broadcasting into a ``[B, 1, T, T, 3]`` mask."""
+    from posjax.models.schedules import chunked_mask, layer_kind_mask, sliding_window_mask
+
+    flat = np.arange(5, dtype=np.int32)
+    assert sliding_window_mask(flat, flat, 2, causal=True).shape == (1, 1, 5, 5)
+    assert chunked_mask(flat[None], flat[None], 2, causal=False).shape == (1, 1, 5, 5)
+    three = np.stack([np.broadcast_to(flat, (2, 5))] * 3, axis=-1)
+    for make in (sliding_window_mask, chunked_mask):
+        with pytest.raises(ValueError, match=r"\[seq\] or \[batch, seq\]"):
+            make(three, three, 2, causal=True)
+    with pytest.raises(ValueError, match=r"\[seq\] or \[batch, seq\]"):
+        layer_kind_mask("sliding", three, flat, causal=True, sliding_window=2)
