@@ -145,6 +145,9 @@ class LengthGeneralizationConfig:
                              f"{self.train.steps}")
         if not self.model.causal:
             raise ValueError("length_generalization trains decoders: model.causal must be true")
+        from posjax.encodings.lape import LapeOptions
+
+        LapeOptions(base_pe=self.lape_base).validate(None)  # a registered additive PE
         for part, template in (("model", _model_template()), ("train", _train_template())):
             for name in DECIDED[part]:
                 if getattr(getattr(self, part), name) != getattr(template, name):

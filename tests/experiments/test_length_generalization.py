@@ -243,3 +243,13 @@ def test_quick_mode_end_to_end(tmp_path):
     summary = res["summary"]["tasks"]["copy"]
     assert set(lg.QUICK_PES) <= set(summary)
     assert np.mean(summary["rope"]["id_mean"]) > 0.5  # the quick model learns in distribution
+
+
+def test_lape_base_must_be_a_registered_additive_pe():
+    from experiments.length_generalization import LengthGeneralizationConfig
+
+    assert LengthGeneralizationConfig(lape_base="sinusoidal").lape_base == "sinusoidal"
+    with pytest.raises(ValueError, match="unknown positional encoding 'learned_other'"):
+        LengthGeneralizationConfig(lape_base="learned_other")
+    with pytest.raises(ValueError, match="hook 'rotate'"):
+        LengthGeneralizationConfig(lape_base="rope")
