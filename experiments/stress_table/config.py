@@ -18,9 +18,9 @@ FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
 #: The fixed encodings of the sample-size analysis.
 SENSITIVITY_ENCODINGS = ("sinusoidal", "rope", "alibi")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
-# encodings, or changing the checkpoint interval, keeps the finished cells.
-_NOT_RESULTS = ("hub_timeout", "data_dir", "mode", "seeds", "encodings", "sens_samples",
-                "sens_repeats")
+# encodings, or changing the checkpoint interval, keeps the finished cells. ``data_dir`` is
+# not among them: another folder may hold another corpus, whose cells must not be reused.
+_NOT_RESULTS = ("hub_timeout", "mode", "seeds", "encodings", "sens_samples", "sens_repeats")
 _NOT_RESULTS_TRAIN = ("progress", "checkpoint_every")  # fields of `train` with the same role
 
 #: The encoder classifier of the accuracy table; each run sets ``vocab_size``, ``max_len``
