@@ -428,15 +428,16 @@ def _prepare_finetune_pe(mp, out: str) -> None:
 PREPARE = {"finetune_pe": _prepare_finetune_pe,
            "stress_table": lambda mp, out: _quick_assets(out) and None}
 # Values tried before the derived candidates ("{out}": the run's output folder).
-# (finetune_pe: the other assets; a metric, column and tokenizer files that exist, where the
-# derived "<default>_other" is refused as unknown.)
+# (The other assets; a metric, pad mode, mixing, column and tokenizer files that exist, where
+# the derived "<default>_other" is refused as unknown only when the run reaches the library.)
 VALUES = {"finetune_pe": {"pretrained": ["{out}/alt/tiny-bert"], "data_dir": ["{out}/alt/corpus"],
                           "metric": ["fr_arc"], "text_column": ["text"],
                           "tokenizer": ["{out}/alt/tiny-bert"],
                           "vocab_file": ["{out}/alt/tiny-bert/vocab.txt"]},
           "stress_table": {"pretrained": ["{out}/tiny-bert"], "data_dir": ["{out}/alt/corpus"],
                            "tokenizer": ["{out}/tiny-bert"], "text_column": ["text"],
-                           "vocab_file": ["{out}/tiny-bert/vocab.txt"], "mixing": ["hard"]}}
+                           "vocab_file": ["{out}/tiny-bert/vocab.txt"], "mixing": ["hard"],
+                           "metric": ["normalized"], "pad_mode": ["count"]}}
 
 # Data sizes the walk shrinks (with the key's own value set after, so it wins): what a field
 # reaches does not depend on how many puzzles / windows there are, the walk's time does.
