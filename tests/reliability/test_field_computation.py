@@ -21,13 +21,15 @@ constructors, evaluation and analysis functions, the data builders) wrapped by a
 The *computation fingerprint* of a run is the sequence of those calls. Per settable key a
 non-default value must be refused by ``--set``, or change both the cell key and the computation
 fingerprint. Fields that by design act only on reporting (thresholds of a verdict, plots) go
-in :data:`REPORTING` with the reason (none so far in the traced experiments: their thresholds
-act inside the cells); fields that act only in a regime the quick preset does not enter are
+in :data:`REPORTING` with the reason (pe_swap's convergence tolerance; the other thresholds act
+inside the cells); fields that act only in a regime the quick preset does not enter are
 walked from a base that enters it (:data:`REGIME_SETS`: e.g. stress_table's text options from
 ``dataset=text`` on finetune_pe's quick corpus, its matrix-free options from
-``geometry=matrix_free``); a test checks both name real keys. Where a preparation is real
-(:data:`PREPARE`: finetune_pe's tiny checkpoint and corpus, written once per walk) a path or
-file key is given another value that exists (:data:`VALUES`).
+``geometry=matrix_free``); a test checks all three tables name real keys. Where a
+preparation is real (:data:`PREPARE`: finetune_pe's tiny checkpoint and corpus, written once
+per walk, which stress_table's text regime and pe_swap read as well; pe_swap's own MLM loop
+traced as a training entry point) a path or file key is given another value that exists
+(:data:`VALUES`).
 ``test_first_step_loss_...``
 shows the fingerprint tracks real computation: the first training step's loss of a real tiny
 model moves with ``model.d_model`` and not with ``train.learning_rate`` (which moves the second).
@@ -79,6 +81,9 @@ class Traced(walk._Placeholder):
     def get(self, key, default=None):
         return self[key]
 
+    def keys(self):  # ``**placeholder``: no items
+        return ()
+
     def __iter__(self):  # two parts: enough to take the code into its per-member loops
         return iter((self[0], self[1]))
 
@@ -103,7 +108,7 @@ class Traced(walk._Placeholder):
         return Traced(f"{self._origin}(op)")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _op
-    __rtruediv__ = __pow__ = __neg__ = __matmul__ = _op
+    __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __neg__ = __matmul__ = _op
 
     def _no(self, other):  # a check of a placeholder passes (the code takes its normal path)
         return False
@@ -180,9 +185,9 @@ def fingerprint(obj: Any, depth: int = 0) -> str:
 
 # --- the tracer --------------------------------------------------------------------------------
 # Entry points that do not run under the trace (they train, build a model, load weights): they
-# return a placeholder carrying their fingerprint.
-HEAVY = {"train", "train_ensemble", "generate", "load_hf", "mlm_encoder", "load_checkpoint",
-         "write_tiny_checkpoint", "order_blind_baselines"}
+# return a placeholder carrying their fingerprint (``Tracer.real``: the ones a walk runs).
+HEAVY = {"train", "train_ensemble", "train_mlm", "generate", "load_hf", "mlm_encoder",
+         "load_checkpoint", "write_tiny_checkpoint", "order_blind_baselines"}
 # Plumbing, not computation (``jsonable`` writes the records, the cell keys included).
 UNTRACED = {"jsonable"}
 # Arguments that say where and under which name a run is recorded, not what it computes (a
@@ -423,13 +428,30 @@ def _prepare_finetune_pe(mp, out: str) -> None:
     TRACE.real = {"load_checkpoint"}
 
 
+def _prepare_pe_swap(mp, out: str) -> None:
+    """pe_swap on finetune_pe's tiny checkpoint (its tokenizer, the stdlib windows for real);
+    its own MLM loop ``train_mlm`` is traced as a training entry point. The head a previous
+    run saved is removed: every run trains (traces) its head stage."""
+    _quick_assets(out)
+    for name in ("mlm_head.npz", "mlm_head.json"):
+        (Path(out) / name).unlink(missing_ok=True)
+    for name in ("experiments.pe_swap.mlm", "experiments.pe_swap.experiment"):
+        mod = importlib.import_module(name)
+        if not getattr(mod.train_mlm, "__traced__", False):
+            fake = _traced("experiments.pe_swap.mlm.train_mlm", mod.train_mlm)
+            fake.__traced__ = True
+            mp.setattr(mod, "train_mlm", fake)
+
+
 # The preparation each walk makes for real (the others: walk.STUBS): stress_table builds its
 # synthetic corpus, or in the text / checkpoint regimes reads finetune_pe's quick assets.
 PREPARE = {"finetune_pe": _prepare_finetune_pe,
-           "stress_table": lambda mp, out: _quick_assets(out) and None}
+           "stress_table": lambda mp, out: _quick_assets(out) and None,
+           "pe_swap": _prepare_pe_swap}
 # Values tried before the derived candidates ("{out}": the run's output folder).
-# (The other assets; a metric, pad mode, mixing, column and tokenizer files that exist, where
-# the derived "<default>_other" is refused as unknown only when the run reaches the library.)
+# (The other assets, so that no walk asks the hub; a metric, pad mode, mixing, column and
+# tokenizer files that exist, where the derived "<default>_other" is refused as unknown only
+# when the run reaches the library.)
 VALUES = {"finetune_pe": {"pretrained": ["{out}/alt/tiny-bert"], "data_dir": ["{out}/alt/corpus"],
                           "metric": ["fr_arc"], "text_column": ["text"],
                           "tokenizer": ["{out}/alt/tiny-bert"],
@@ -437,11 +459,14 @@ VALUES = {"finetune_pe": {"pretrained": ["{out}/alt/tiny-bert"], "data_dir": ["{
           "stress_table": {"pretrained": ["{out}/tiny-bert"], "data_dir": ["{out}/alt/corpus"],
                            "tokenizer": ["{out}/tiny-bert"], "text_column": ["text"],
                            "vocab_file": ["{out}/tiny-bert/vocab.txt"], "mixing": ["hard"],
-                           "metric": ["normalized"], "pad_mode": ["count"]}}
+                           "metric": ["normalized"], "pad_mode": ["count"]},
+          "pe_swap": {"metric": ["normalized"], "pretrained": ["{out}/alt/tiny-bert"]}}
 
 # Data sizes the walk shrinks (with the key's own value set after, so it wins): what a field
-# reaches does not depend on how many puzzles / windows there are, the walk's time does.
+# reaches does not depend on how many puzzles / windows there are, the walk's time does
+# (pe_swap: the tiny checkpoint, whose table holds 32 positions, instead of MiniLM).
 BASE_SETS = {"init_sweep": ["n_per_condition=40"],
+             "pe_swap": ["pretrained={out}/tiny-bert", "max_len=32"],
              "finetune_pe": ["seeds=1", "train.steps=2"]}
 # Keys that act only in a regime the quick preset does not enter: walked from a base that enters
 # it (the key half keys them there as well).
@@ -452,6 +477,8 @@ REGIME_SETS = {
     # the asset keys: any one set turns off the quick assets, so the base names all three
     "finetune_pe": {k: ["pretrained={out}/tiny-bert", "data_dir={out}/corpus", "dataset=text"]
                     for k in ("pretrained", "data_dir", "dataset")},
+    # the preset warms up by fraction; the step count acts without one
+    "pe_swap": {"train.warmup_steps": ["train.warmup_fraction=none"]},
     "stress_table": {
         **{k: ["geometry=matrix_free"] for k in ("matrix_free_k", "stress_exact_max",
                                                  "stress_pairs")},
@@ -524,13 +551,18 @@ def walk_computation(module: str, out: str, mp, keys=None) -> dict[str, str]:
 
 # --- what the default suite and the slow suite walk ---------------------------------------------
 # The experiments whose cells the tracer follows to their training and evaluation calls
-# (finetune_pe and stress_table on a real tiny preparation, :data:`PREPARE`). The other two
-# (pe_swap, long_context) prepare an MLM head or a tokenised long corpus that the walk stubs;
-# their cells stop at the first placeholder there, so only the key half covers them.
+# (finetune_pe, stress_table and pe_swap on a real tiny preparation, :data:`PREPARE`). The
+# other one, long_context, prepares a tokenised long corpus that the walk stubs (its real
+# preparation traces through, but a walk of it takes over 13 CPU minutes), so only the key
+# half covers it.
 TRACED = ("init_sweep", "network_simulation", "additive_vs_multiplicative",
-          "length_generalization", "finetune_pe", "stress_table")
+          "length_generalization", "finetune_pe", "stress_table", "pe_swap")
 # Keys that by design act on reporting only (what a verdict or a plot reads), with the reason.
-REPORTING: dict[str, dict[str, str]] = {}
+REPORTING: dict[str, dict[str, str]] = {
+    "pe_swap": {"plateau_tol": "the convergence criterion read off a cell's training curve (its "
+                               "row's 'convergence' entry and the verdict's 'untested'), not "
+                               "what the cell trains"},
+}
 
 
 def sample_keys(module: str, n: int = 3) -> list[str]:
@@ -549,9 +581,10 @@ def _findings(module: str, verdicts: dict[str, str]) -> dict[str, str]:
 
 
 # init_sweep's Latin squares and additive_vs_multiplicative's trigger tasks take 15-25 s to
-# build on the shared 2-core machine, finetune_pe's assets and stress_table's first geometry
-# (compiled) 5-15 s: their sample runs in the slow suite
-SLOW_DATA = ("init_sweep", "additive_vs_multiplicative", "finetune_pe", "stress_table")
+# build on the shared 2-core machine, finetune_pe's assets, pe_swap's stdlib windows and
+# stress_table's first geometry (compiled) 5-15 s: their sample runs in the slow suite
+SLOW_DATA = ("init_sweep", "additive_vs_multiplicative", "finetune_pe", "stress_table",
+             "pe_swap")
 
 
 @pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_DATA
