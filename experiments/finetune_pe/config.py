@@ -27,7 +27,8 @@ class FinetunePEConfig:
     """Every option of the fine-tuning experiment. ``--set`` keys: the experiment's own fields
     flat (``pes=``, ``max_len=``, ``pe_scale=``), the optimiser's dotted (``train.steps=3``,
     ``train.learning_rate=1e-4``). ``seeds`` is a count (seeds 0..seeds-1); ``train.seed`` and
-    ``train.log_every`` are set per run (the seed, ``min(100, steps)``).
+    ``train.log_every`` are set per run (the seed, ``min(100, steps)``), so ``--set`` of another
+    value is refused.
 
     The model is the checkpoint's (``pretrained``: a directory or hub id, read by
     :func:`posjax.pretrained.load_hf`), so there is no ``model.`` config to set: its
@@ -72,6 +73,11 @@ class FinetunePEConfig:
             raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
         if self.pe_scale not in ("match", "none"):
             raise ValueError(f"pe_scale must be 'match' or 'none', got {self.pe_scale!r}")
+        template = _train()
+        for name in ("seed", "log_every"):  # replaced per run (finetune_cell)
+            if getattr(self.train, name) != getattr(template, name):
+                raise ValueError(f"train.{name} is set per run (the seed, min(100, steps)); "
+                                 f"it cannot be set")
 
 
 PRESETS = {

@@ -18,15 +18,16 @@ FIXED_ENCODINGS = ("sinusoidal", "rope", "alibi", "nope")
 #: The fixed encodings of the sample-size analysis.
 SENSITIVITY_ENCODINGS = ("sinusoidal", "rope", "alibi")
 # Fields that do not change any cell's numbers (excluded from the cell salt): adding seeds or
-# encodings, or changing the checkpoint interval, keeps the finished cells.
-_NOT_RESULTS = ("hub_timeout", "data_dir", "mode", "seeds", "encodings", "sens_samples",
-                "sens_repeats")
+# encodings, or changing the checkpoint interval, keeps the finished cells. ``data_dir`` is
+# not among them: another folder may hold another corpus, whose cells must not be reused.
+_NOT_RESULTS = ("hub_timeout", "mode", "seeds", "encodings", "sens_samples", "sens_repeats")
 _NOT_RESULTS_TRAIN = ("progress", "checkpoint_every")  # fields of `train` with the same role
 
 #: The encoder classifier of the accuracy table; each run sets ``vocab_size``, ``max_len``
 #: (from the corpus), ``pe`` and ``pe_options`` (the PE of the row).
 MODEL = TransformerConfig(num_layers=4, d_model=128, num_heads=4, d_ff=512, dropout=0.0,
                           causal=False, pre_norm=True)
+_SET_PER_RUN_MODEL = ("vocab_size", "max_len", "pe", "pe_options")  # train.build_model's
 #: Its training; each (PE, seed) cell sets ``seed`` and logs every ``min(log_every, steps)``.
 TRAIN = TrainConfig(steps=2000, batch_size=64, optimizer="adamw", learning_rate=1e-3,
                     weight_decay=0.01, schedule="cosine", warmup_fraction=0.1, log_every=100,
@@ -153,6 +154,12 @@ class StressConfig:
             if not isinstance(getattr(self, name), want):
                 raise ValueError(f"{name} must be a {want.__name__} (set its fields with "
                                  f"--set {name}.<field>=...)")
+        for name, template, per_run in (("model", MODEL, _SET_PER_RUN_MODEL),
+                                        ("train", TRAIN, ("seed",))):
+            for field in per_run:
+                if getattr(getattr(self, name), field) != getattr(template, field):
+                    raise ValueError(f"{name}.{field} is set by each accuracy run (from the "
+                                     f"corpus, the PE row, the seed); it cannot be set")
 
     def salt(self, keys: Sequence[str] | None = None, path: str = "dense") -> dict[str, Any]:
         """The options that change a cell's numbers (``keys``: only those; ``path``: the

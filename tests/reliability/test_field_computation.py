@@ -21,9 +21,15 @@ constructors, evaluation and analysis functions, the data builders) wrapped by a
 The *computation fingerprint* of a run is the sequence of those calls. Per settable key a
 non-default value must be refused by ``--set``, or change both the cell key and the computation
 fingerprint. Fields that by design act only on reporting (thresholds of a verdict, plots) go
-in :data:`REPORTING` with the reason (none so far in the traced experiments: their thresholds
-act inside the cells); fields that act only in a regime the quick preset does not enter are
-walked from a base that enters it (:data:`REGIME_SETS`); a test checks both name real keys.
+in :data:`REPORTING` with the reason (pe_swap's convergence tolerance; the other thresholds act
+inside the cells); fields that act only in a regime the quick preset does not enter are
+walked from a base that enters it (:data:`REGIME_SETS`: e.g. stress_table's text options from
+``dataset=text`` on finetune_pe's quick corpus, its matrix-free options from
+``geometry=matrix_free``); a test checks all three tables name real keys. Where a
+preparation is real (:data:`PREPARE`: finetune_pe's tiny checkpoint and corpus, written once
+per walk, which stress_table's text regime and pe_swap read as well; pe_swap's own MLM loop
+traced as a training entry point) a path or file key is given another value that exists
+(:data:`VALUES`).
 ``test_first_step_loss_...``
 shows the fingerprint tracks real computation: the first training step's loss of a real tiny
 model moves with ``model.d_model`` and not with ``train.learning_rate`` (which moves the second).
@@ -75,6 +81,9 @@ class Traced(walk._Placeholder):
     def get(self, key, default=None):
         return self[key]
 
+    def keys(self):  # ``**placeholder``: no items
+        return ()
+
     def __iter__(self):  # two parts: enough to take the code into its per-member loops
         return iter((self[0], self[1]))
 
@@ -99,7 +108,7 @@ class Traced(walk._Placeholder):
         return Traced(f"{self._origin}(op)")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _op
-    __rtruediv__ = __pow__ = __neg__ = __matmul__ = _op
+    __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __neg__ = __matmul__ = _op
 
     def _no(self, other):  # a check of a placeholder passes (the code takes its normal path)
         return False
@@ -176,9 +185,9 @@ def fingerprint(obj: Any, depth: int = 0) -> str:
 
 # --- the tracer --------------------------------------------------------------------------------
 # Entry points that do not run under the trace (they train, build a model, load weights): they
-# return a placeholder carrying their fingerprint.
-HEAVY = {"train", "train_ensemble", "generate", "load_hf", "mlm_encoder", "load_checkpoint",
-         "write_tiny_checkpoint", "order_blind_baselines"}
+# return a placeholder carrying their fingerprint (``Tracer.real``: the ones a walk runs).
+HEAVY = {"train", "train_ensemble", "train_mlm", "generate", "load_hf", "mlm_encoder",
+         "load_checkpoint", "write_tiny_checkpoint", "order_blind_baselines"}
 # Plumbing, not computation (``jsonable`` writes the records, the cell keys included).
 UNTRACED = {"jsonable"}
 # Arguments that say where and under which name a run is recorded, not what it computes (a
@@ -187,7 +196,10 @@ RECORD_ARGS = {"run_config", "desc", "out_dir", "log"}
 # Data builders (pure functions of their arguments): run for real, memoised on the fingerprint.
 MEMOISED = {"make_splits", "simulate", "windows", "trigger_distance", "trigger_count", "split",
             "order_blind_baselines", "make_dataset", "train_lengths", "eval_lengths",
-            "three_regime_corpus", "sample_distributions"}
+            "three_regime_corpus", "sample_distributions", "text_classification_corpus",
+            "load_checkpoint", "position_table", "shift_task_corpus", "geometry_variants",
+            "dense_tables", "matrix_free_tables", "fixed_distances", "fixed_coordinates",
+            "sensitivity_stress"}
 
 
 class Tracer:
@@ -196,6 +208,7 @@ class Tracer:
     library makes itself are not noted)."""
 
     def __init__(self):
+        self.real: set[str] = set()  # HEAVY names run for real in this experiment's walk
         self.calls: list[tuple[str, str]] = []
         self.active = False
         self.depth = 0
@@ -225,12 +238,13 @@ TRACE = Tracer()
 
 def _traced(qualname: str, real: Any):
     name = qualname.rpartition(".")[2]
-    heavy = name in HEAVY or (isinstance(real, type) and _is_module_class(real))
+    module_class = isinstance(real, type) and _is_module_class(real)
 
     @functools.wraps(real)
     def wrapper(*args, **kwargs):
         if not TRACE.active or TRACE.depth:
             return real(*args, **kwargs)
+        heavy = module_class or (name in HEAVY and name not in TRACE.real)
         text = fingerprint((args, {k: v for k, v in kwargs.items() if k not in RECORD_ARGS}))
         digest = _digest(f"{qualname}{text}")
         TRACE.calls.append((qualname, digest))
@@ -245,8 +259,9 @@ def _traced(qualname: str, real: Any):
                 for member in kwargs.get("members") or ():
                     args[0](member)
             return Traced(qualname + ":" + digest)
-        if name in MEMOISED and digest in TRACE.memo:
-            return TRACE.memo[digest]
+        memo_key = digest + _bound_selves(args, kwargs)
+        if name in MEMOISED and memo_key in TRACE.memo:
+            return TRACE.memo[memo_key]
         TRACE.depth += 1
         try:
             value = real(*args, **kwargs)
@@ -256,10 +271,18 @@ def _traced(qualname: str, real: Any):
         finally:
             TRACE.depth -= 1
         if name in MEMOISED:
-            TRACE.memo[digest] = value
+            TRACE.memo[memo_key] = value
         return value
 
     return wrapper
+
+
+def _bound_selves(args, kwargs) -> str:
+    """The objects behind the bound-method arguments of a call (``path_of=cfg.geometry_path``):
+    left out of the fingerprint (they would make every field of a config look read), but part
+    of a memoised call's key, since the method's answer depends on them."""
+    selves = [v.__self__ for v in (*args, *kwargs.values()) if inspect.ismethod(v)]
+    return _digest(fingerprint(selves)) if selves else ""
 
 
 def _is_module_class(cls: type) -> bool:
@@ -340,7 +363,10 @@ def traced_run(module: str, sets: list[str], out: str, mp) -> tuple[tuple[str, .
         if isinstance(store, type) and store.__name__ == "CellStore":
             mp.setattr(mod, "CellStore", ComputingRecorder)
     install_tracer(mp)
-    if module in walk.STUBS:  # the stubbed preparation is not traced
+    TRACE.real = set()
+    if module in PREPARE:  # a tiny real preparation, made once per walk
+        PREPARE[module](mp, out)
+    elif module in walk.STUBS:  # the stubbed preparation is not traced
         walk.STUBS[module](mp)
     walk.Recorder.log, TRACE.calls, TRACE.failed = [], [], []
     argv = ["--preset", "quick", "--out", out, *walk.ARGV.get(module, [])]
@@ -358,15 +384,112 @@ def traced_run(module: str, sets: list[str], out: str, mp) -> tuple[tuple[str, .
     return tuple(text for _, text in walk.Recorder.log), tuple(TRACE.calls)
 
 
+def _untraced(fn):
+    """``fn`` run outside the trace (its library calls not noted), memoised on its arguments:
+    the assets a quick preset writes are the same for every key of a walk."""
+    memo: dict[str, Any] = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        text = fingerprint((args, kwargs))
+        if text not in memo:
+            TRACE.depth += 1
+            try:
+                memo[text] = fn(*args, **kwargs)
+            finally:
+                TRACE.depth -= 1
+        return memo[text]
+
+    return wrapper
+
+
+_ASSETS: dict[str, Any] = {}
+
+
+def _quick_assets(out: str):
+    """finetune_pe's quick assets (a tiny BERT checkpoint ``{out}/tiny-bert`` and a generated
+    labelled corpus ``{out}/corpus``), and a second set of another seed under ``{out}/alt``,
+    written once per walk; returns the memoised writer."""
+    from experiments.finetune_pe.config import write_quick_assets
+
+    if out not in _ASSETS:
+        _ASSETS[out] = _untraced(write_quick_assets)
+        _ASSETS[out](out)
+        _ASSETS[out](str(Path(out) / "alt"), seed=1)
+    return _ASSETS[out]
+
+
+def _prepare_finetune_pe(mp, out: str) -> None:
+    """finetune_pe on its quick assets, made before the first run (the asset keys' base names
+    them; the run's own call finds them made); the checkpoint is read for real (its config and
+    position table feed the geometry and the PE scale)."""
+    ex = importlib.import_module("experiments.finetune_pe.experiment")
+    mp.setattr(ex, "write_quick_assets", _quick_assets(out))
+    TRACE.real = {"load_checkpoint"}
+
+
+def _prepare_pe_swap(mp, out: str) -> None:
+    """pe_swap on finetune_pe's tiny checkpoint (its tokenizer, the stdlib windows for real);
+    its own MLM loop ``train_mlm`` is traced as a training entry point. The head a previous
+    run saved is removed: every run trains (traces) its head stage."""
+    _quick_assets(out)
+    for name in ("mlm_head.npz", "mlm_head.json"):
+        (Path(out) / name).unlink(missing_ok=True)
+    for name in ("experiments.pe_swap.mlm", "experiments.pe_swap.experiment"):
+        mod = importlib.import_module(name)
+        if not getattr(mod.train_mlm, "__traced__", False):
+            fake = _traced("experiments.pe_swap.mlm.train_mlm", mod.train_mlm)
+            fake.__traced__ = True
+            mp.setattr(mod, "train_mlm", fake)
+
+
+# The preparation each walk makes for real (the others: walk.STUBS): stress_table builds its
+# synthetic corpus, or in the text / checkpoint regimes reads finetune_pe's quick assets.
+PREPARE = {"finetune_pe": _prepare_finetune_pe,
+           "stress_table": lambda mp, out: _quick_assets(out) and None,
+           "pe_swap": _prepare_pe_swap}
+# Values tried before the derived candidates ("{out}": the run's output folder).
+# (The other assets, so that no walk asks the hub; a metric, pad mode, mixing, column and
+# tokenizer files that exist, where the derived "<default>_other" is refused as unknown only
+# when the run reaches the library.)
+VALUES = {"finetune_pe": {"pretrained": ["{out}/alt/tiny-bert"], "data_dir": ["{out}/alt/corpus"],
+                          "metric": ["fr_arc"], "text_column": ["text"],
+                          "tokenizer": ["{out}/alt/tiny-bert"],
+                          "vocab_file": ["{out}/alt/tiny-bert/vocab.txt"]},
+          "stress_table": {"pretrained": ["{out}/tiny-bert"], "data_dir": ["{out}/alt/corpus"],
+                           "tokenizer": ["{out}/tiny-bert"], "text_column": ["text"],
+                           "vocab_file": ["{out}/tiny-bert/vocab.txt"], "mixing": ["hard"],
+                           "metric": ["normalized"], "pad_mode": ["count"]},
+          "pe_swap": {"metric": ["normalized"], "pretrained": ["{out}/alt/tiny-bert"]}}
+
 # Data sizes the walk shrinks (with the key's own value set after, so it wins): what a field
-# reaches does not depend on how many puzzles / windows there are, the walk's time does.
-BASE_SETS = {"init_sweep": ["n_per_condition=40"]}
+# reaches does not depend on how many puzzles / windows there are, the walk's time does
+# (pe_swap: the tiny checkpoint, whose table holds 32 positions, instead of MiniLM).
+BASE_SETS = {"init_sweep": ["n_per_condition=40"],
+             "pe_swap": ["pretrained={out}/tiny-bert", "max_len=32"],
+             "finetune_pe": ["seeds=1", "train.steps=2"]}
 # Keys that act only in a regime the quick preset does not enter: walked from a base that enters
 # it (the key half keys them there as well).
 REGIME_SETS = {
     "init_sweep": {"epochs": ["max_steps=none"]},
     "additive_vs_multiplicative": {"epochs": ["steps=none"]},
     "length_generalization": {"lape_base": ["pes=lape"], "schedule_span": ["pes=sched_gemma3"]},
+    # the asset keys: any one set turns off the quick assets, so the base names all three
+    "finetune_pe": {k: ["pretrained={out}/tiny-bert", "data_dir={out}/corpus", "dataset=text"]
+                    for k in ("pretrained", "data_dir", "dataset")},
+    # the preset warms up by fraction; the step count acts without one
+    "pe_swap": {"train.warmup_steps": ["train.warmup_fraction=none"]},
+    "stress_table": {
+        **{k: ["geometry=matrix_free"] for k in ("matrix_free_k", "stress_exact_max",
+                                                 "stress_pairs")},
+        "matrix_free_above": ["matrix_free_above=31"],  # n = 32: matrix-free at 31, not at 62
+        "alibi_heads": ["alibi_scale=mean_slope"],
+        # the text corpus options (the quick corpus; its WordPiece trained unless one is named)
+        **{k: ["dataset=text", "data_dir={out}/corpus"] for k in (
+            "keep_special", "max_len", "tokenizer_vocab", "text_column", "stream", "vocab_file",
+            "data_dir", "tokenizer")},
+        **{k: ["pretrained={out}/tiny-bert"] for k in ("pretrained_layernorm", "require_n")},
+    },
 }
 
 
@@ -390,15 +513,17 @@ def walk_computation(module: str, out: str, mp, keys=None) -> dict[str, str]:
     bases: dict[tuple, tuple] = {}
     verdicts = {}
     for key in keys or settable_keys(cls):
-        base_sets = BASE_SETS.get(module, []) + REGIME_SETS.get(module, {}).get(key, [])
+        base_sets = [s.format(out=out) for s in
+                     BASE_SETS.get(module, []) + REGIME_SETS.get(module, {}).get(key, [])]
         if tuple(base_sets) not in bases:
             bases[tuple(base_sets)] = traced_run(module, base_sets, out, mp)
         base = bases[tuple(base_sets)]
         assert any(t.startswith("{") for t in base[0]) and base[1], f"{module}: nothing traced"
         default, tp = walk.default_and_type(cls, key)
         verdict, seen = None, []
-        for value in walk.candidates(cls, key, default, tp) + _other_names(cls, key, default) \
-                + [default]:
+        given = [v.format(out=out) for v in VALUES.get(module, {}).get(key, [])]
+        for value in given + walk.candidates(cls, key, default, tp) \
+                + _other_names(cls, key, default) + [default]:
             try:
                 cells, calls = traced_run(module, [*base_sets, f"{key}={walk.as_text(value)}"],
                                           out, mp)
@@ -425,14 +550,19 @@ def walk_computation(module: str, out: str, mp, keys=None) -> dict[str, str]:
 
 
 # --- what the default suite and the slow suite walk ---------------------------------------------
-# The experiments whose cells the tracer follows to their training and evaluation calls. The
-# other four (pe_swap, long_context, finetune_pe, stress_table) prepare a tokenised corpus or a
-# pretrained checkpoint that the walk stubs; their cells stop at the first placeholder there,
-# so only the key half covers them.
+# The experiments whose cells the tracer follows to their training and evaluation calls
+# (finetune_pe, stress_table and pe_swap on a real tiny preparation, :data:`PREPARE`). The
+# other one, long_context, prepares a tokenised long corpus that the walk stubs (its real
+# preparation traces through, but a walk of it takes over 13 CPU minutes), so only the key
+# half covers it.
 TRACED = ("init_sweep", "network_simulation", "additive_vs_multiplicative",
-          "length_generalization")
+          "length_generalization", "finetune_pe", "stress_table", "pe_swap")
 # Keys that by design act on reporting only (what a verdict or a plot reads), with the reason.
-REPORTING: dict[str, dict[str, str]] = {}
+REPORTING: dict[str, dict[str, str]] = {
+    "pe_swap": {"plateau_tol": "the convergence criterion read off a cell's training curve (its "
+                               "row's 'convergence' entry and the verdict's 'untested'), not "
+                               "what the cell trains"},
+}
 
 
 def sample_keys(module: str, n: int = 3) -> list[str]:
@@ -451,8 +581,10 @@ def _findings(module: str, verdicts: dict[str, str]) -> dict[str, str]:
 
 
 # init_sweep's Latin squares and additive_vs_multiplicative's trigger tasks take 15-25 s to
-# build on the shared 2-core machine: their sample runs in the slow suite
-SLOW_DATA = ("init_sweep", "additive_vs_multiplicative")
+# build on the shared 2-core machine, finetune_pe's assets, pe_swap's stdlib windows and
+# stress_table's first geometry (compiled) 5-15 s: their sample runs in the slow suite
+SLOW_DATA = ("init_sweep", "additive_vs_multiplicative", "finetune_pe", "stress_table",
+             "pe_swap")
 
 
 @pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_DATA
@@ -493,9 +625,10 @@ def test_negative_control_a_field_not_handed_to_training_is_found(tmp_path, monk
 def test_exemptions_name_real_keys():
     from experiments.common import settable_keys
 
-    for module, keys in {**REPORTING, **REGIME_SETS}.items():
-        cls = getattr(importlib.import_module(f"experiments.{module}"), walk.CONFIGS[module])
-        assert set(keys) <= set(settable_keys(cls)), module
+    for table in (REPORTING, REGIME_SETS, VALUES):
+        for module, keys in table.items():
+            cls = getattr(importlib.import_module(f"experiments.{module}"), walk.CONFIGS[module])
+            assert set(keys) <= set(settable_keys(cls)), module
 
 
 def first_two_losses(module: str, sets: list[str], out: str, mp) -> tuple[list[float], tuple]:
