@@ -3,6 +3,7 @@ the PE lists."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from posjax.models import TransformerConfig
@@ -76,7 +77,7 @@ class LongContextConfig:
     trials: int = 16
     eval_rows: int = 16
     attention_rows: int = 4
-    geometry_windows: int = 2000
+    geometry_windows: int = 1500  # the stdlib stream holds ~1,530 windows of 128 tokens
     seeds: int = 3
     model: TransformerConfig = dataclasses.field(default_factory=_model)
     train: TrainConfig = dataclasses.field(default_factory=_train)
@@ -86,6 +87,12 @@ class LongContextConfig:
 
         if self.dataset not in ("stdlib", "text", "synthetic"):
             raise ValueError(f"dataset must be stdlib, text or synthetic, got {self.dataset!r}")
+        if self.dataset == "text" and not (self.text_file and os.path.isfile(self.text_file)):
+            raise ValueError(f"dataset 'text' needs text_file=PATH of an existing file, got "
+                             f"{self.text_file!r}")
+        if self.dataset != "text" and self.text_file is not None:
+            raise ValueError(f"text_file is read only with dataset=text (dataset is "
+                             f"{self.dataset!r})")
         if self.seeds < 1 or self.train.steps < 1 or self.train_length < 8:
             raise ValueError("need seeds >= 1, train.steps >= 1 and train_length >= 8")
         if 1 not in self.eval_factors or min(self.eval_factors) < 1:
@@ -99,6 +106,10 @@ class LongContextConfig:
         if self.scalings and "rope" not in self.pes:
             raise ValueError("the RoPE scalings are applied to the trained RoPE models: add "
                              "rope to pes or pass an empty list (--set scalings=)")
+        for name in ("log_every", "checkpoint_every"):
+            if getattr(self.train, name) != getattr(_train(), name):
+                raise ValueError(f"train.{name} is decided by train.steps (log every tenth, "
+                                 f"checkpoint every third); it cannot be set")
         default = _model()
         for name in _PER_PE:
             if getattr(self.model, name) != getattr(default, name):
@@ -112,5 +123,6 @@ PRESETS = {"quick": QUICK, "cpu": LongContextConfig(),
            "paper": LongContextConfig(seeds=5, train=_train(steps=5000)),
            "gpu": LongContextConfig(pes=CPU_PES + OTHER_PES, train_length=64,
                                     corpus_tokens=2_000_000, eval_rows=32, trials=32,
+                                    geometry_windows=750,  # of 4L = 256 tokens
                                     model=_model(d_model=128, num_layers=4, d_ff=512),
                                     train=_train(steps=3000, batch_size=64))}

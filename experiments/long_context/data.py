@@ -68,9 +68,6 @@ def corpus_stream(cfg: LongContextConfig, cache_dir: str) -> tuple[np.ndarray, i
         stream = windows.reshape(-1)[:n]
         source = "Python standard-library docstrings (posjax.data.stdlib_text)"
     else:
-        if not cfg.text_file or not os.path.isfile(cfg.text_file):
-            raise FileNotFoundError(f"dataset 'text' needs text_file=PATH of an existing file, "
-                                    f"got {cfg.text_file!r}")
         with open(cfg.text_file, encoding="utf-8") as f:
             docs = [line.strip() for line in f if line.strip()]
         key = f"{os.path.abspath(cfg.text_file)}:{len(docs)}"

@@ -27,11 +27,14 @@ from typing import Any, Sequence
 
 from flax import nnx
 
+from posjax.encodings.rope import RoPEOptions
+
 from experiments.common import (CellStore, apply_overrides, config_overrides, experiment_parser,
                                 preset_name, run_cli, versions, write_json)
 from experiments.long_context import data as lcdata
 from experiments.long_context.config import DEFAULT_OUT, PRESETS, LongContextConfig
 from experiments.long_context.evaluate import evaluate, lengths
+from experiments.long_context.geometry import check_windows
 
 def model_config(cfg: LongContextConfig, pe: str, options: dict, vocab_size: int):
     """``cfg.model`` with the per-PE fields: ``vocab_size``, ``max_len`` = the longest
@@ -48,8 +51,10 @@ def pe_options(pe: str, cfg: LongContextConfig, length: int | None = None) -> di
         return {"train_length": L}
     if pe in ("rope_linear", "rope_ntk"):
         return {"factor": s}
-    if pe in ("rope_yarn", "rope_llama3"):
+    if pe == "rope_yarn":
         return {"factor": s, "original_max_len": L}
+    if pe == "rope_llama3":  # its own default base is Llama 3.1's 5e5: keep the trained RoPE's
+        return {"factor": s, "original_max_len": L, "base": RoPEOptions().base}
     if pe == "longrope":
         return {"factor": s, "original_max_len": L}
     return {}
@@ -105,6 +110,7 @@ def run_pe(pe: str, cfg: LongContextConfig, corpus: dict, out: str, rope_cache: 
 def prepare(cfg: LongContextConfig, out: str) -> dict:
     stream, corpus_vocab, info = lcdata.corpus_stream(cfg, os.path.join(out, "cache"))
     train, rows = lcdata.split_stream(stream, cfg)
+    check_windows(cfg, train)
     vocab = lcdata.retrieval_vocab(cfg, corpus_vocab, info["first_id"])
     return {"train": train, "eval": rows, "vocab": vocab, "corpus_vocab": corpus_vocab,
             "model_vocab": corpus_vocab + 2, "info": {**info, "tokens": int(len(stream))}}
@@ -120,7 +126,10 @@ def run(cfg: LongContextConfig, out: str, *, preset: str = "custom") -> dict[str
     store = CellStore(out, {k: v for k, v in options.items() if k not in ("pes", "scalings")})
     cells, rope_cache = {}, {}
     for pe in cfg.pes + tuple(s for s in cfg.scalings if s not in cfg.pes):
-        cells[pe] = store.compute({"pe": pe}, lambda: run_pe(pe, cfg, corpus, out, rope_cache))
+        key = {"pe": pe}
+        if pe in cfg.scalings and pe not in cfg.pes:  # keyed by the options it is evaluated with
+            key["eval_options"] = {str(l): pe_options(pe, cfg, l) for l in lengths(cfg)}
+        cells[pe] = store.compute(key, lambda: run_pe(pe, cfg, corpus, out, rope_cache))
     corr = geometry.corpus_stress(cfg, corpus, cells)
     seconds = time.perf_counter() - t0
     load = os.getloadavg()

@@ -28,7 +28,7 @@ def _target(cfg: LongContextConfig, corpus: dict, n: int) -> np.ndarray:
     cache = corpus.setdefault("D", {})
     if n not in cache:
         stream = corpus["train"]
-        count = min(cfg.geometry_windows, len(stream) // n)
+        count = cfg.geometry_windows                        # available: check_windows
         windows = stream[:count * n].reshape(count, n)
         P, _ = geo.positional_distributions(windows, vocab_size=corpus["model_vocab"],
                                             num_positions=n,
@@ -39,6 +39,17 @@ def _target(cfg: LongContextConfig, corpus: dict, n: int) -> np.ndarray:
 
 def geometry_lengths(cfg: LongContextConfig) -> list[int]:
     return [cfg.train_length, 4 * cfg.train_length]
+
+
+def check_windows(cfg: LongContextConfig, train_stream: np.ndarray) -> None:
+    """ValueError unless the training stream holds ``geometry_windows`` non-overlapping windows
+    at every geometry length (a shorter corpus would silently give fewer)."""
+    for n in geometry_lengths(cfg):
+        if len(train_stream) // n < cfg.geometry_windows:
+            raise ValueError(f"geometry_windows={cfg.geometry_windows} windows of {n} tokens need "
+                             f"{cfg.geometry_windows * n} training tokens; the corpus's training "
+                             f"stream has {len(train_stream)} (lower geometry_windows or raise "
+                             f"corpus_tokens)")
 
 
 def pe_stress(pe: str, models: list, cfg: LongContextConfig, corpus: dict) -> dict[str, Any]:

@@ -35,6 +35,22 @@ def replace_pe(model: nnx.Module, pe: str, pe_options: Mapping[str, Any] | None 
     return model
 
 
+def _pe_base(config: Any) -> float | None:
+    """The ``base`` option of ``config``'s PE with its defaults filled in (None: the PE has no
+    such option, or ``config`` is not a model config)."""
+    from posjax.encodings import registry
+
+    pe = getattr(config, "pe", None)
+    if not isinstance(pe, str):
+        return None
+    try:
+        options = registry.info(pe).options(**dict(config.pe_options or {}))
+    except (TypeError, ValueError):
+        return None
+    base = getattr(options, "base", None)
+    return float(base) if isinstance(base, (int, float)) else None
+
+
 def rebuild_with_config(model: nnx.Module, config: Any, *, seed: int = 0) -> nnx.Module:
     """A new model of ``model``'s class built from ``config`` that holds ``model``'s parameters.
 
@@ -45,8 +61,16 @@ def rebuild_with_config(model: nnx.Module, config: Any, *, seed: int = 0) -> nnx
 
     Raises:
       ValueError: the new config's parameters differ from ``model``'s in name or shape (e.g. a
-        learned table of another length, a PE with parameters where there were none).
+        learned table of another length, a PE with parameters where there were none); or both
+        PEs have a frequency ``base`` option and the values differ (a scaling whose own default
+        base is not the trained one, e.g. ``rope_llama3``'s 5e5 over a RoPE trained at 1e4:
+        pass ``base=`` in its options).
     """
+    old_base, new_base = (_pe_base(getattr(model, "config", None)), _pe_base(config))
+    if old_base is not None and new_base is not None and old_base != new_base:
+        raise ValueError(f"rebuild_with_config: the new PE {config.pe!r} has base {new_base:g}, "
+                         f"the model's {model.config.pe!r} was built with base {old_base:g}; "
+                         f"pass pe_options base={old_base:g} to keep the trained frequencies")
     fresh = type(model)(config, rngs=nnx.Rngs(seed))
     old, new = nnx.state(model, nnx.Param), nnx.state(fresh, nnx.Param)
     shapes = [{".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))

@@ -31,3 +31,17 @@ def test_a_config_with_other_parameters_is_refused():
         rebuild_with_config(model, CFG.replace(pe="learned"))
     with pytest.raises(ValueError, match="changes the parameters"):
         rebuild_with_config(model, CFG.replace(d_ff=64))
+
+
+def test_a_scaling_with_another_frequency_base_is_refused():
+    """rope_llama3's own default base (5e5) over a RoPE built at 1e4 would evaluate other
+    frequencies than the trained ones; with the trained base given it rebuilds, and at
+    factor 1 it is the trained function."""
+    model = LanguageModel(CFG, rngs=nnx.Rngs(1))
+    llama3 = CFG.replace(pe="rope_llama3", pe_options={"factor": 1.0, "original_max_len": 8})
+    with pytest.raises(ValueError, match="base"):
+        rebuild_with_config(model, llama3)
+    same = rebuild_with_config(model, llama3.replace(
+        pe_options={"factor": 1.0, "original_max_len": 8, "base": 10000.0}))
+    tokens = np.random.default_rng(1).integers(0, 13, (2, 8)).astype(np.int32)
+    np.testing.assert_allclose(np.asarray(same(tokens)), np.asarray(model(tokens)), atol=1e-5)
