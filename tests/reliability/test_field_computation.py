@@ -28,8 +28,8 @@ walked from a base that enters it (:data:`REGIME_SETS`: e.g. stress_table's text
 ``geometry=matrix_free``); a test checks all three tables name real keys. Where a
 preparation is real (:data:`PREPARE`: finetune_pe's tiny checkpoint and corpus, written once
 per walk, which stress_table's text regime and pe_swap read as well; pe_swap's own MLM loop
-traced as a training entry point) a path or file key is given another value that exists
-(:data:`VALUES`).
+traced as a training entry point; long_context's short synthetic stream and two small text
+files) a path or file key is given another value that exists (:data:`VALUES`).
 ``test_first_step_loss_...``
 shows the fingerprint tracks real computation: the first training step's loss of a real tiny
 model moves with ``model.d_model`` and not with ``train.learning_rate`` (which moves the second).
@@ -297,13 +297,18 @@ def _is_module_class(cls: type) -> bool:
 @functools.cache
 def library_imports() -> tuple[tuple[str, str], ...]:
     """``(module, name)`` of every ``from posjax... import name`` in the experiments' code (a
-    module imported so: each public function it defines)."""
+    module imported so, or by ``import posjax.x as y``: each public function it defines or, for a
+    package, re-exports from its own submodules)."""
     found = set()
     for path in sorted((ROOT / "experiments").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("posjax"):
                 for alias in node.names:
                     found.add((node.module, alias.name))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("posjax.") and alias.asname:
+                        found.add(tuple(alias.name.rsplit(".", 1)))
     out = set()
     for module, name in found:
         obj = getattr(importlib.import_module(module), name, None)
@@ -312,8 +317,9 @@ def library_imports() -> tuple[tuple[str, str], ...]:
                 obj = importlib.import_module(f"{module}.{name}")
         if isinstance(obj, types.ModuleType):
             out |= {(obj.__name__, n) for n, f in vars(obj).items() if not n.startswith("_")
-                    and n not in UNTRACED
-                    and inspect.isfunction(f) and f.__module__ == obj.__name__}
+                    and n not in UNTRACED and inspect.isfunction(f)
+                    and (f.__module__ == obj.__name__
+                         or f.__module__.startswith(obj.__name__ + "."))}
         elif name in UNTRACED:
             continue
         elif inspect.isfunction(obj) or (isinstance(obj, type) and _is_module_class(obj)):
@@ -443,11 +449,25 @@ def _prepare_pe_swap(mp, out: str) -> None:
             mp.setattr(mod, "train_mlm", fake)
 
 
+def _prepare_long_context(mp, out: str) -> None:
+    """long_context's corpus made for real: two small UTF-8 text files for its ``dataset=text``
+    regime (``{out}/corpus.txt``, ``{out}/alt.txt``); the walk's base is the seeded synthetic
+    stream (no tokenizer to train), and ``dataset=stdlib`` tokenises the docstrings for real."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    words = ("position", "encoding", "token", "attention", "length", "rotary", "table", "head",
+             "layer", "window", "corpus", "stream", "model", "context", "distance", "key")
+    for name, seed in (("corpus.txt", 0), ("alt.txt", 1)):
+        rng = np.random.default_rng(seed)
+        lines = [" ".join(rng.choice(words, size=12)) for _ in range(400)]
+        (Path(out) / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 # The preparation each walk makes for real (the others: walk.STUBS): stress_table builds its
-# synthetic corpus, or in the text / checkpoint regimes reads finetune_pe's quick assets.
+# synthetic corpus, or in the text / checkpoint regimes reads finetune_pe's quick assets;
+# long_context builds its synthetic stream, or tokenises a small text file or the stdlib.
 PREPARE = {"finetune_pe": _prepare_finetune_pe,
            "stress_table": lambda mp, out: _quick_assets(out) and None,
-           "pe_swap": _prepare_pe_swap}
+           "pe_swap": _prepare_pe_swap, "long_context": _prepare_long_context}
 # Values tried before the derived candidates ("{out}": the run's output folder).
 # (The other assets, so that no walk asks the hub; a metric, pad mode, mixing, column and
 # tokenizer files that exist, where the derived "<default>_other" is refused as unknown only
@@ -459,15 +479,20 @@ VALUES = {"finetune_pe": {"pretrained": ["{out}/alt/tiny-bert"], "data_dir": ["{
           "stress_table": {"pretrained": ["{out}/tiny-bert"], "data_dir": ["{out}/alt/corpus"],
                            "tokenizer": ["{out}/tiny-bert"], "text_column": ["text"],
                            "vocab_file": ["{out}/tiny-bert/vocab.txt"], "mixing": ["hard"],
-                           "metric": ["normalized"], "pad_mode": ["count"]},
-          "pe_swap": {"metric": ["normalized"], "pretrained": ["{out}/alt/tiny-bert"]}}
+                           "metric": ["normalized"], "pad_mode": ["count"],
+                           "package": ["numpy"]},
+          "pe_swap": {"metric": ["normalized"], "pretrained": ["{out}/alt/tiny-bert"]},
+          "long_context": {"text_file": ["{out}/alt.txt"], "geometry_windows": ["16"]}}
 
 # Data sizes the walk shrinks (with the key's own value set after, so it wins): what a field
 # reaches does not depend on how many puzzles / windows there are, the walk's time does
 # (pe_swap: the tiny checkpoint, whose table holds 32 positions, instead of MiniLM).
 BASE_SETS = {"init_sweep": ["n_per_condition=40"],
              "pe_swap": ["pretrained={out}/tiny-bert", "max_len=32"],
-             "finetune_pe": ["seeds=1", "train.steps=2"]}
+             "finetune_pe": ["seeds=1", "train.steps=2"],
+             # the synthetic stream, short: 3,000 tokens hold 2 held-out rows of 8L + 1
+             "long_context": ["dataset=synthetic", "corpus_tokens=3000", "eval_rows=2",
+                              "attention_rows=1", "trials=2", "geometry_windows=12"]}
 # Keys that act only in a regime the quick preset does not enter: walked from a base that enters
 # it (the key half keys them there as well).
 REGIME_SETS = {
@@ -477,6 +502,9 @@ REGIME_SETS = {
     # the asset keys: any one set turns off the quick assets, so the base names all three
     "finetune_pe": {k: ["pretrained={out}/tiny-bert", "data_dir={out}/corpus", "dataset=text"]
                     for k in ("pretrained", "data_dir", "dataset")},
+    # the text corpus (a small file); the tokenizer's vocabulary acts on text and stdlib
+    "long_context": {"text_file": ["dataset=text", "text_file={out}/corpus.txt"],
+                     "eval_rows": ["corpus_tokens=20000"]},  # room for more held-out rows
     # the preset warms up by fraction; the step count acts without one
     "pe_swap": {"train.warmup_steps": ["train.warmup_fraction=none"]},
     "stress_table": {
@@ -489,6 +517,8 @@ REGIME_SETS = {
             "keep_special", "max_len", "tokenizer_vocab", "text_column", "stream", "vocab_file",
             "data_dir", "tokenizer")},
         **{k: ["pretrained={out}/tiny-bert"] for k in ("pretrained_layernorm", "require_n")},
+        # the docstrings of an installed package instead of the standard library's
+        "package": ["dataset=stdlib"],
     },
 }
 
@@ -551,12 +581,10 @@ def walk_computation(module: str, out: str, mp, keys=None) -> dict[str, str]:
 
 # --- what the default suite and the slow suite walk ---------------------------------------------
 # The experiments whose cells the tracer follows to their training and evaluation calls
-# (finetune_pe, stress_table and pe_swap on a real tiny preparation, :data:`PREPARE`). The
-# other one, long_context, prepares a tokenised long corpus that the walk stubs (its real
-# preparation traces through, but a walk of it takes over 13 CPU minutes), so only the key
-# half covers it.
+# (finetune_pe, stress_table, pe_swap and long_context on a real tiny preparation,
+# :data:`PREPARE`): all eight.
 TRACED = ("init_sweep", "network_simulation", "additive_vs_multiplicative",
-          "length_generalization", "finetune_pe", "stress_table", "pe_swap")
+          "length_generalization", "finetune_pe", "stress_table", "pe_swap", "long_context")
 # Keys that by design act on reporting only (what a verdict or a plot reads), with the reason.
 REPORTING: dict[str, dict[str, str]] = {
     "pe_swap": {"plateau_tol": "the convergence criterion read off a cell's training curve (its "
