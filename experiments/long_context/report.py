@@ -4,7 +4,8 @@
 in results.json under ``summary.figures``); :func:`write_report` draws the figures (matplotlib,
 Agg) and writes report.md; :func:`docs_block` renders the tables for docs/evaluations.md from a
 results.json (``python -m experiments.long_context.report RESULTS_JSON DOCS_MD [FIG_DIR]``
-replaces the block between the generated-block markers and copies the PNGs and results.json).
+replaces the block between the generated-block markers of the run's preset and copies the PNGs
+and results.json).
 """
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ TESTABLE = IN_DISTRIBUTION_MIN   # retrieval learned at the training length
 UNTESTED = VERDICTS[3]
 LABELS = {"longrope": "longrope (attention factor only)"}
 BEGIN, END = "<!-- long_context:begin (generated) -->", "<!-- long_context:end -->"
+
+
+def markers(preset: str | None) -> tuple[str, str]:
+    """The generated block's markers for a run of ``preset``: the quick preset's block is
+    :data:`BEGIN` ... :data:`END`, any other preset's its own (``long_context[cpu]``), so one
+    page holds the blocks of several presets and each rerun replaces only its own."""
+    if preset in (None, "quick"):
+        return BEGIN, END
+    return (f"<!-- long_context[{preset}]:begin (generated) -->",
+            f"<!-- long_context[{preset}]:end -->")
 
 
 def _lengths(cfg: dict) -> list[int]:
@@ -293,10 +304,11 @@ so its positional distributions are nearly stationary: D is close to a noise flo
 
 def docs_block(results: dict, fig_prefix: str) -> str:
     t = tables(results)
+    begin, end = markers(results.get("preset"))
     figs = "\n".join(f"![{n[:-4]}]({fig_prefix}{n})" for n in FIGURES)
-    return (f"{BEGIN}\n{header(results)}\n\n{t['ranking']}\n\n{t['retrieval']}\n\n"
+    return (f"{begin}\n{header(results)}\n\n{t['ranking']}\n\n{t['retrieval']}\n\n"
             f"{t['attention']}\n\nGeometry ({results['geometry']['label']}):\n\n"
-            f"{t['geometry']}\n\n{figs}\n{END}")
+            f"{t['geometry']}\n\n{figs}\n{end}")
 
 
 def update_docs(results_path: str, docs_path: str, fig_dir: str) -> None:
@@ -313,8 +325,9 @@ def update_docs(results_path: str, docs_path: str, fig_dir: str) -> None:
     with open(docs_path) as f:
         text = f.read()
     block = docs_block(results, prefix)
-    if BEGIN in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    begin, end = markers(results.get("preset"))
+    if begin in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     with open(docs_path, "w") as f:

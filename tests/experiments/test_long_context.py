@@ -73,8 +73,16 @@ def test_tiny_run_arrays_report_and_docs(tmp_path):
     report.update_docs(os.path.join(out, "results.json"), str(docs), str(tmp_path / "figs"))
     report.update_docs(os.path.join(out, "results.json"), str(docs), str(tmp_path / "figs"))
     body = docs.read_text()
-    assert body.count(report.BEGIN) == 1 and body.startswith("# Doc")
-    assert report.fmt_ci(ranking[0]["ppl_at"], 1.0, 2) in body
+    begin, end = report.markers("tiny")  # the run's preset names its block
+    assert body.count(begin) == 1 and body.count(end) == 1 and body.startswith("# Doc")
+    assert report.BEGIN not in body and report.fmt_ci(ranking[0]["ppl_at"], 1.0, 2) in body
+    # a second preset's block sits beside the first; each rerun replaces only its own
+    results["preset"] = "quick"
+    Path(out, "quick.json").write_text(json.dumps(results))
+    for _ in range(2):
+        report.update_docs(os.path.join(out, "quick.json"), str(docs), str(tmp_path / "figs"))
+    body = docs.read_text()
+    assert body.count(begin) == 1 and body.count(report.BEGIN) == 1
     assert all((tmp_path / "figs" / n).exists() for n in report.FIGURES + ("results.json",))
 
 
