@@ -122,6 +122,7 @@ def _plots(out: str, s: dict, geo: dict, L: int) -> None:
     ax.set(xscale="log", yscale="log", xlabel="evaluation context length",
            ylabel="perplexity (95 % CI band)", title=f"perplexity vs length (trained at L = {L})")
     ax.set_xticks(ls, [str(l) for l in ls])
+    ax.set_xticks([], minor=True)                # no log-scale minor labels over the lengths
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(os.path.join(out, FIGURES[0]), dpi=110)
@@ -163,6 +164,7 @@ def _plots(out: str, s: dict, geo: dict, L: int) -> None:
     for ax in axes:
         ax.axvline(L, color="k", lw=0.8, ls=":")
         ax.set_xticks(ls, [str(l) for l in ls])
+        ax.set_xticks([], minor=True)
     axes[0].legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(os.path.join(out, FIGURES[3]), dpi=110)
