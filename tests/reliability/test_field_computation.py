@@ -502,7 +502,7 @@ REGIME_SETS = {
     # the asset keys: any one set turns off the quick assets, so the base names all three
     "finetune_pe": {k: ["pretrained={out}/tiny-bert", "data_dir={out}/corpus", "dataset=text"]
                     for k in ("pretrained", "data_dir", "dataset")},
-    # the text corpus (a small file); the tokenizer's vocabulary acts on text and stdlib
+    # the text corpus (a small file written by the walk)
     "long_context": {"text_file": ["dataset=text", "text_file={out}/corpus.txt"],
                      "eval_rows": ["corpus_tokens=20000"]},  # room for more held-out rows
     # the preset warms up by fraction; the step count acts without one
