@@ -155,3 +155,41 @@ def test_presets_and_set():
         LongContextConfig(pes=("nope_not_a_pe",))
     with pytest.raises(ValueError, match="rope"):
         LongContextConfig(pes=("none",))
+
+
+def test_settings_the_run_would_override_or_cap_are_refused(tmp_path):
+    """``--set`` values the experiment would silently replace or cut are refused: the logging
+    and checkpoint cadence (decided by train.steps), a text file without dataset=text, and more
+    geometry windows than the training stream holds (the control: as many as it holds run)."""
+    with pytest.raises(ValueError, match="train.log_every"):
+        apply_overrides(TINY, parse_set(LongContextConfig, ["train.log_every=3"]))
+    with pytest.raises(ValueError, match="train.checkpoint_every"):
+        apply_overrides(TINY, parse_set(LongContextConfig, ["train.checkpoint_every=3"]))
+    with pytest.raises(ValueError, match="text_file"):
+        apply_overrides(TINY, parse_set(LongContextConfig, ["dataset=text"]))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b\n")
+    with pytest.raises(ValueError, match="dataset=text"):
+        apply_overrides(TINY, parse_set(LongContextConfig, [f"text_file={corpus}"]))
+    from experiments.long_context.geometry import check_windows
+
+    stream = np.zeros(4 * TINY.train_length * TINY.geometry_windows, np.int32)  # exactly enough
+    check_windows(TINY, stream)
+    with pytest.raises(ValueError, match="geometry_windows=40"):
+        check_windows(TINY, stream[:-1])
+
+
+def test_rope_llama3_is_evaluated_at_the_trained_base():
+    """At factor 1 every RoPE scaling of the experiment is the trained RoPE: its options keep
+    the trained base (rope_llama3's own default is Llama 3.1's 5e5)."""
+    from flax import nnx
+
+    from experiments.long_context.experiment import model_config, pe_options
+    from posjax.models import LanguageModel, rebuild_with_config
+
+    model = LanguageModel(model_config(TINY, "rope", {}, 50), rngs=nnx.Rngs(0))
+    tokens = np.random.default_rng(0).integers(0, 50, (2, TINY.train_length)).astype(np.int32)
+    want = np.asarray(model(tokens))
+    for pe in ("rope_linear", "rope_ntk", "rope_yarn", "rope_llama3", "longrope"):
+        scaled = rebuild_with_config(model, model_config(TINY, pe, pe_options(pe, TINY), 50))
+        np.testing.assert_allclose(np.asarray(scaled(tokens)), want, atol=1e-5, err_msg=pe)
