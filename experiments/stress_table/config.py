@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, Sequence
 
-from posjax.geometry.stress_targets import has_gram_factorisation
+from posjax.geometry.stress_targets import GEOMETRY_PATHS, geometry_path, has_gram_factorisation
 from experiments.common import apply_overrides, described
 from posjax.models.config import TransformerConfig
 from posjax.training.config import TrainConfig
@@ -128,7 +128,7 @@ class StressConfig:
             if bad:
                 raise ValueError(f"unknown {name} {bad}; choose from {', '.join(choices)}")
         for name, choices in (("mds_variant", ("plugin", "split_half", "exact")),
-                              ("geometry", ("auto", "dense", "matrix_free")),
+                              ("geometry", GEOMETRY_PATHS),
                               ("pooling", ("cls", "mean", "last"))):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, "
@@ -171,42 +171,83 @@ class StressConfig:
             rec["geometry_path"] = path
         return rec if keys is None else {k: rec[k] for k in keys}
 
-    # The options as the explicit keyword arguments of the functions the driver calls.
-    def estimator_options(self) -> dict[str, Any]:
-        """Of :func:`posjax.geometry.positional_distributions`."""
-        return dict(num_positions=self.num_positions, pad_mode=self.pad_mode,
-                    smoothing=self.smoothing, top_k=self.top_k, min_count=self.min_count)
+    def geometry_path(self, n: int) -> str:
+        """``"dense"`` or ``"matrix_free"`` for ``n`` positions
+        (:func:`posjax.geometry.stress_targets.geometry_path` of these options)."""
+        return geometry_path(n, self.geometry, matrix_free_above=self.matrix_free_above,
+                             metric=self.metric)
 
-    def pair_options(self) -> dict[str, Any]:
-        """Of :func:`posjax.geometry.stress_targets.coords_stress` (and ``RowsTarget``)."""
-        return dict(metric=self.metric, exact_max=self.stress_exact_max,
-                    pairs=self.stress_pairs, seed=self.data_seed)
-
-    def table_options(self) -> dict[str, Any]:
-        """Of :mod:`posjax.analysis.stress_tables` (ranks and the ``d`` of the parameter rows)."""
-        return dict(tau=self.tau, eps=self.eps, eps_alt=self.eps_alt,
-                    paper_d=self.sinusoidal_dim, model_d=self.model.d_model)
-
-    def encoding_options(self, names: tuple[str, ...] | None = None) -> dict[str, dict]:
-        """``{name: options}`` of the fixed encodings (``names``, default ``fixed_encodings``)
-        for :mod:`posjax.analysis.encoding_geometry`; ``t5`` is the registry's T5 bias at
-        initialisation."""
+    def plan(self) -> StressPlan:
+        """Every option as the keyword arguments of the functions the driver calls, resolved
+        once before the run (the driver reads options only through the plan)."""
         alibi = {"scale": self.alibi_scale, **({"num_heads": self.alibi_heads}
                                                if self.alibi_scale == "mean_slope" else {})}
-        every = {"sinusoidal": {"dim": self.sinusoidal_dim},
+        fixed = {"sinusoidal": {"dim": self.sinusoidal_dim}, "alibi": alibi, "nope": {},
                  "rope": {"head_dim": self.rope_head_dim, "mode": self.rope_mode},
-                 "alibi": alibi, "nope": {},
                  "t5": {"use_registry": True, "num_heads": self.alibi_heads}}
-        return {k: every[k] for k in (names or self.fixed_encodings)}
+        pairs = dict(metric=self.metric, exact_max=self.stress_exact_max,
+                     pairs=self.stress_pairs, seed=self.data_seed)
+        return StressPlan(
+            geometry=dict(metric=self.metric, geometry=self.geometry,
+                          matrix_free_above=self.matrix_free_above,
+                          split_half_ok=self.mds_variant != "split_half",
+                          estimator=dict(num_positions=self.num_positions,
+                                         pad_mode=self.pad_mode, smoothing=self.smoothing,
+                                         top_k=self.top_k, min_count=self.min_count)),
+            pairs=pairs, smacof_max_iter=self.smacof_max_iter, smacof_tol=self.smacof_tol,
+            tables=dict(tau=self.tau, eps=self.eps, eps_alt=self.eps_alt,
+                        paper_d=self.sinusoidal_dim, model_d=self.model.d_model),
+            matrix_free_k=self.matrix_free_k,
+            encodings={k: fixed[k] for k in self.fixed_encodings},
+            required_n=self.num_positions if self.require_n else None,
+            accuracy=dict(encodings=tuple(self.encodings), seeds=self.seeds, model=self.model,
+                          train=self.train, pooling=self.pooling, mds_variant=self.mds_variant,
+                          mds=dict(scale=self.mds_scale, max_rank=self.mds_max_rank,
+                                   trainable=self.mds_trainable, lift=self.mds_lift),
+                          run_config={"dataset": self.dataset}),
+            accuracy_salt={p: {"part": "E4", **self.salt(path=p)} for p in GEOMETRY_PATHS[1:]},
+            sensitivity=dict(n=self.sens_positions, vocab=self.sens_vocab,
+                             samples=self.sens_samples, repeats=self.sens_repeats,
+                             matrix_free=self.geometry_path(self.sens_positions) == "matrix_free",
+                             pair_options=pairs, mixing=self.mixing, alpha=self.alpha,
+                             data_seed=self.data_seed,
+                             encodings={k: fixed[k] for k in SENSITIVITY_ENCODINGS}),
+            sensitivity_salt={"part": "sensitivity", **self.salt(_SENSITIVITY_SALT)},
+            pretrained=None if not self.pretrained else dict(
+                checkpoint=self.pretrained, layernorm=self.pretrained_layernorm,
+                required=self.num_positions if self.require_n else None))
 
-    def geometry_path(self, n: int) -> str:
-        """``"dense"`` or ``"matrix_free"`` for ``n`` positions: the ``geometry`` option, where
-        ``"auto"`` is matrix-free when ``n > matrix_free_above`` and the metric has a Gram
-        factorisation (chord, normalized)."""
-        if self.geometry != "auto":
-            return self.geometry
-        return ("matrix_free" if n > self.matrix_free_above
-                and has_gram_factorisation(self.metric) else "dense")
+
+#: The options that key a sensitivity cell (its corpus, metric and fixed encodings).
+_SENSITIVITY_SALT = ("metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
+                     "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads")
+
+
+@dataclasses.dataclass(frozen=True)
+class StressPlan:
+    """A :class:`StressConfig` resolved into the keyword arguments of each step of a run:
+    ``geometry`` of :func:`~posjax.analysis.stress_geometry.geometry_variants` (with
+    ``estimator``, of :func:`posjax.geometry.positional_distributions`); ``pairs`` of
+    :func:`~posjax.geometry.stress_targets.coords_stress`; ``tables``, the SMACOF options and
+    ``matrix_free_k`` of :mod:`posjax.analysis.stress_tables`; ``encodings`` the fixed rows
+    (``{name: options}`` of :mod:`posjax.analysis.encoding_geometry`); ``required_n`` the least
+    number of analysed positions (or None); ``accuracy`` the trained rows; ``sensitivity`` the
+    sample-size analysis; ``pretrained`` the checkpoint row (or None); the salts key the
+    finished cells (``accuracy_salt`` per geometry path)."""
+
+    geometry: dict[str, Any]
+    pairs: dict[str, Any]
+    smacof_max_iter: int
+    smacof_tol: float | None
+    tables: dict[str, Any]
+    matrix_free_k: int
+    encodings: dict[str, dict]
+    required_n: int | None
+    accuracy: dict[str, Any]
+    accuracy_salt: dict[str, dict[str, Any]]
+    sensitivity: dict[str, Any]
+    sensitivity_salt: dict[str, Any]
+    pretrained: dict[str, Any] | None
 
 
 _TINY_MODEL = dict(d_model=32, num_layers=2, num_heads=2, d_ff=64)

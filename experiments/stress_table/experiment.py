@@ -13,14 +13,13 @@ import jax
 from posjax.analysis import stress_geometry as G
 from posjax.analysis.stress_plots import stress_figures
 from posjax.analysis.stress_report import geometry_claims, stress_rows
-from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
 from posjax.data.synthetic import sample_distributions, three_regime_corpus
 
 from experiments.common import (CellStore, config_overrides, experiment_parser, preset_name,
                                 versions, write_json)
 from experiments.stress_table import report as R
-from experiments.stress_table.config import (_PATH_OPTIONS, SENSITIVITY_ENCODINGS,
-                                             StressConfig, make_config)
+from experiments.stress_table.config import (_PATH_OPTIONS, StressConfig, StressPlan,
+                                             make_config)
 from experiments.stress_table.data import prepare
 from experiments.stress_table.train import train_cell
 
@@ -37,20 +36,23 @@ def _sensitivity_cell(n: int, vocab: int, samples: int | None, debias: str, repe
     return G.sensitivity_stress(P, debias=debias, mds_seed=data_seed, **stress)
 
 
-def _sensitivity(store: CellStore, n: int, vocab: int, samples: tuple[int | None, ...],
-                 repeats: int, *, matrix_free: bool, pair_options: dict[str, Any], log,
-                 **cell: Any) -> list[dict]:
-    """The sample-size rows: every ``(samples, debias)`` setting (no split-half on the
-    matrix-free path, whose cells are keyed by its options), ``repeats`` draws each."""
-    settings = [(s, d) for s in samples
+def _sensitivity(store: CellStore, spec: dict[str, Any], *, log) -> list[dict]:
+    """The sample-size rows (``spec``: :attr:`StressPlan.sensitivity`): every ``(samples,
+    debias)`` setting (no split-half on the matrix-free path, whose cells are keyed by its
+    options), ``spec["repeats"]`` draws each."""
+    matrix_free, pairs = spec["matrix_free"], spec["pair_options"]
+    settings = [(s, d) for s in spec["samples"]
                 for d in (("none",) if s is None or matrix_free else ("none", "split_half"))]
-    path_key = ({"path": "matrix_free", "k": 3, "stress_exact_max": pair_options["exact_max"],
-                 "stress_pairs": pair_options["pairs"]} if matrix_free else {})
+    path_key = ({"path": "matrix_free", "k": 3, "stress_exact_max": pairs["exact_max"],
+                 "stress_pairs": pairs["pairs"]} if matrix_free else {})
     cells = {(s, d): [store.compute({"samples": s, "debias": d, "repeat": k, **path_key},
                                     lambda s=s, d=d, k=k: _sensitivity_cell(
-                                        n, vocab, s, d, k, matrix_free=matrix_free,
-                                        pair_options=pair_options, **cell))
-                      for k in range(1 if s is None else repeats)]
+                                        spec["n"], spec["vocab"], s, d, k,
+                                        matrix_free=matrix_free, pair_options=pairs,
+                                        mixing=spec["mixing"], alpha=spec["alpha"],
+                                        data_seed=spec["data_seed"],
+                                        encodings=spec["encodings"]))
+                      for k in range(1 if s is None else spec["repeats"])]
              for s, d in settings}
     log(f"sensitivity: {len(cells)} settings done"
         + (" (matrix-free: no split-half cells)" if path_key else ""))
@@ -72,135 +74,120 @@ def refuse_old_layout(out_dir: str) -> None:
                 "there (its finished cells are reused)")
 
 
+@dataclasses.dataclass
+class Geometry:
+    """The geometry step: its ``path``, the estimator ``variants`` and their ``info``
+    (:func:`G.geometry_variants`), tables (:func:`G.variant_tables`) and stress ``targets``."""
+
+    path: str
+    variants: dict[str, dict]
+    info: dict[str, Any]
+    summaries: dict[str, dict]
+    arrays: dict[str, dict]
+    targets: dict[str, Any]
+
+
+def _geometry(prep, plan: StressPlan) -> Geometry:
+    with jax.enable_x64(True):
+        path, variants, info = G.geometry_variants(prep, **plan.geometry)
+        if plan.required_n and info["n"] < plan.required_n:
+            raise ValueError(f"only n = {info['n']} positions could be analysed, fewer than the "
+                             f"num_positions = {plan.required_n} requested (require_n)")
+        summaries, arrays = G.variant_tables(
+            path, variants, plan.encodings, k=plan.matrix_free_k, pairs=plan.pairs,
+            smacof_max_iter=plan.smacof_max_iter, smacof_tol=plan.smacof_tol, **plan.tables)
+    return Geometry(path, variants, info, summaries, arrays, G.as_targets(variants, plan.pairs))
+
+
+def _accuracy(store: CellStore, prep, geometry: Geometry, out_dir: str, *, encodings, seeds,
+              mds_variant: str, log, **train: Any) -> list[dict]:
+    """One trained encoder per PE and seed (finished cells reused from ``store``); ``train``:
+    the keyword arguments of :func:`train_cell`."""
+    if prep.train is None:
+        log(prep.info.get("accuracy_note") or "accuracy table skipped: no labels")
+        return []
+    rows, mds_coords = [], geometry.arrays[mds_variant]["coords_low"]
+    for pe in encodings:
+        for seed in range(seeds):
+            found = store.get({"pe": pe, "seed": seed})
+            row = found if found is not None else store.put(
+                {"pe": pe, "seed": seed},
+                train_cell(prep, pe, seed, targets=geometry.targets, mds_coords=mds_coords,
+                           run_dir=os.path.join(out_dir, "train", f"{pe}-seed{seed}"), **train))
+            rows.append(row)
+            how = "stored" if found is not None else f"{row['seconds']:.1f} s"
+            log(f"accuracy {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
+    return rows
+
+
 def run(cfg: StressConfig, out_dir: str, *, log=print) -> dict[str, Any]:
-    """Run the whole experiment into ``out_dir`` and return the results dict."""
+    """Run the whole experiment into ``out_dir`` and return the results dict: the options are
+    resolved once (:meth:`StressConfig.plan`), then the corpus, the geometry, the accuracy
+    rows, the sample-size analysis and the report."""
     refuse_old_layout(out_dir)
+    plan = cfg.plan()
     t_start, cpu_start = time.perf_counter(), time.process_time()
     os.makedirs(out_dir, exist_ok=True)
-    timing: dict[str, float] = {}
-    pairs, tables, encodings = cfg.pair_options(), cfg.table_options(), cfg.encoding_options()
     prep = prepare(cfg, out_dir)
-    timing["data"] = time.perf_counter() - t_start
+    timing = {"data": time.perf_counter() - t_start}
 
     t0 = time.perf_counter()
-    with jax.enable_x64(True):
-        path, variants, ginfo = G.geometry_variants(
-            prep, metric=cfg.metric, path_of=cfg.geometry_path,
-            estimator=cfg.estimator_options(), split_half_ok=cfg.mds_variant != "split_half")
-        n = ginfo["n"]
-        if cfg.require_n and n < cfg.num_positions:
-            raise ValueError(f"only n = {n} positions could be analysed, fewer than the "
-                             f"num_positions = {cfg.num_positions} requested (require_n)")
-        ginfo["geometry"] = {"path": path, "option": cfg.geometry,
-                             **{k: getattr(cfg, k) for k in _PATH_OPTIONS[1:]}}
-        summaries, arrays = {}, {}
-        if path == "dense":
-            fixed = G.fixed_distances(n, encodings)
-            for name, v in variants.items():
-                summaries[name], arrays[name] = dense_tables(
-                    v["D"], v["D_fr"], fixed, smacof_max_iter=cfg.smacof_max_iter,
-                    smacof_tol=cfg.smacof_tol, **tables)
-        else:
-            fixed = G.fixed_coordinates(n, encodings)
-            for name, v in variants.items():
-                summaries[name], arrays[name] = matrix_free_tables(
-                    v["P"], fixed, k=cfg.matrix_free_k, **pairs, **tables)
+    geometry = _geometry(prep, plan)
+    ginfo, n, summaries = geometry.info, geometry.info["n"], geometry.summaries
+    ginfo["geometry"] = {"path": geometry.path, "option": cfg.geometry,
+                         **{k: getattr(cfg, k) for k in _PATH_OPTIONS[1:]}}
     timing["geometry"] = time.perf_counter() - t0
-    log(f"geometry ({path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
+    log(f"geometry ({geometry.path}): n={n}, N_i min/median/max = {ginfo['N_i']['min']:.0f}/"
         f"{ginfo['N_i']['median']:.0f}/{ginfo['N_i']['max']:.0f}, "
         f"r_low={summaries['plugin']['r_low']} ({timing['geometry']:.1f} s)")
 
     t0 = time.perf_counter()
-    # "E4": the on-disk key of the accuracy cells, kept so that finished cells stay valid
-    store = CellStore(out_dir, {"part": "E4", **cfg.salt(path=path)})
-    targets = G.as_targets(variants, pairs)
-    mds_coords = arrays[cfg.mds_variant]["coords_low"]
-    mds = {"scale": cfg.mds_scale, "max_rank": cfg.mds_max_rank,
-           "trainable": cfg.mds_trainable, "lift": cfg.mds_lift}
-    accuracy_rows = []
-    if prep.train is None:
-        log(prep.info.get("accuracy_note") or "accuracy table skipped: no labels")
-    for pe in (cfg.encodings if prep.train is not None else ()):
-        for seed in range(cfg.seeds):
-            found = store.get({"pe": pe, "seed": seed})
-            row = found if found is not None else store.put(
-                {"pe": pe, "seed": seed},
-                train_cell(prep, pe, seed, model=cfg.model, train=cfg.train,
-                           pooling=cfg.pooling, targets=targets, mds_coords=mds_coords,
-                           mds=mds, run_dir=os.path.join(out_dir, "train", f"{pe}-seed{seed}"),
-                           run_config={"dataset": cfg.dataset}))
-            accuracy_rows.append(row)
-            how = "stored" if found is not None else f"{row['seconds']:.1f} s"
-            log(f"accuracy {pe:>10s} seed {seed}: test accuracy {row['test_accuracy']:.3f} ({how})")
+    # "E4" in the salt: the on-disk key of the accuracy cells, kept so finished cells stay valid
+    accuracy_rows = _accuracy(CellStore(out_dir, plan.accuracy_salt[geometry.path]), prep,
+                              geometry, out_dir, log=log, **plan.accuracy)
     timing["accuracy"] = time.perf_counter() - t0
-
     t0 = time.perf_counter()
-    sens_store = CellStore(out_dir, {"part": "sensitivity", **cfg.salt((
-        "metric", "mixing", "alpha", "data_seed", "sens_positions", "sens_vocab",
-        "sinusoidal_dim", "rope_head_dim", "rope_mode", "alibi_scale", "alibi_heads"))})
-    sens_rows = _sensitivity(
-        sens_store, cfg.sens_positions, cfg.sens_vocab, cfg.sens_samples, cfg.sens_repeats,
-        matrix_free=cfg.geometry_path(cfg.sens_positions) == "matrix_free",
-        pair_options=pairs, log=log, mixing=cfg.mixing, alpha=cfg.alpha,
-        data_seed=cfg.data_seed, encodings=cfg.encoding_options(SENSITIVITY_ENCODINGS))
+    sens_rows = _sensitivity(CellStore(out_dir, plan.sensitivity_salt), plan.sensitivity,
+                             log=log)
     timing["sensitivity"] = time.perf_counter() - t0
 
     trained = {key: [r.get("trained_stress") for r in accuracy_rows if r["pe"] == pe]
                for key, pe in (("learned", "learned"), ("mds_trained", "mds"), ("t5", "t5"))}
-    stress = {v: stress_rows(summaries[v], trained, v) for v in variants}
-    if cfg.pretrained:
+    stress = {v: stress_rows(summaries[v], trained, v) for v in geometry.variants}
+    if plan.pretrained:
         from posjax.pretrained import position_table
+        checkpoint = plan.pretrained["checkpoint"]
         with jax.enable_x64(True):
-            tables = {key: position_table(cfg.pretrained, post_layernorm=ln) for key, ln in
+            tables = {key: position_table(checkpoint, post_layernorm=ln) for key, ln in
                       (("pretrained", False), ("pretrained_ln", True))
-                      if not ln or cfg.pretrained_layernorm}
+                      if not ln or plan.pretrained["layernorm"]}
             for v, rows in G.pretrained_stress_rows(
-                    tables, prep.model_offset, targets, checkpoint=cfg.pretrained,
-                    required=cfg.num_positions if cfg.require_n else None).items():
+                    tables, prep.model_offset, geometry.targets, checkpoint=checkpoint,
+                    required=plan.pretrained["required"]).items():
                 stress[v].update(rows)
     accuracy = R.accuracy_summary(accuracy_rows)
     ceiling = prep.info.get("task", {}).get("bayes_accuracy")
     claim_list = geometry_claims(stress, summaries) + R.accuracy_claims(
         accuracy, ceiling, chance_claim=cfg.dataset == "synthetic")
-    files = stress_figures(out_dir, variants, arrays, stress, accuracy, sens_rows)
+    files = stress_figures(out_dir, geometry.variants, geometry.arrays, stress, accuracy,
+                           sens_rows)
     timing["total"] = time.perf_counter() - t_start
     timing["cpu_total"] = time.process_time() - cpu_start
 
+    options = dataclasses.asdict(cfg)
     results = {
         "experiment": "stress_table", "paper": "arXiv 2604.05217",
         "dataset": cfg.dataset, "mode": cfg.mode,
-        "interpretation": {
-            "metric": cfg.metric, "stress": "Eq.(4) normalised raw stress, no square root",
-            "stress_scale": {"mds_rows": "raw (primary) and optimal",
-                             "other_rows": "optimal (primary) and raw"},
-            "special_tokens": {"keep_special": cfg.keep_special,
-                               "model_inputs": "[CLS] ... [SEP]" if cfg.dataset != "synthetic"
-                               else "none (synthetic corpus has no specials)"},
-            "pad_mode": cfg.pad_mode, "smoothing": cfg.smoothing, "top_k": cfg.top_k,
-            "min_count": cfg.min_count,
-            "rank_rule": {"full": ["threshold", cfg.tau], "low": ["energy", cfg.eps],
-                          "low_alt": ["energy", cfg.eps_alt]},
-            "geometry": ginfo["geometry"],
-            "debias_variants": list(variants), "N_i": ginfo["N_i"],
-            "N_i_per_half": ginfo["N_i_per_half"], "n": n,
-            "adapters": {"sinusoidal_dim": cfg.sinusoidal_dim, "rope_head_dim": cfg.rope_head_dim,
-                         "rope_mode": cfg.rope_mode, "alibi_scale": cfg.alibi_scale,
-                         "learned": "raw rows (no LayerNorm) of the trained encoders' tables"},
-            "mds_pe": {"variant": cfg.mds_variant, "rank_rule": ["energy", cfg.eps],
-                       "scale": cfg.mds_scale, "trainable": cfg.mds_trainable,
-                       "lift": cfg.mds_lift, "max_rank": cfg.mds_max_rank,
-                       "rank_cap": "min(r_eps, d_model, mds_max_rank)", "fill": "nearest",
-                       "registry": "pe='mds' (posjax.encodings.mds)"},
-            "erank_on": "eig_B", "neg_eig": "clip",
-        },
-        "options": dataclasses.asdict(cfg), "versions": versions(), "data": prep.info,
+        "interpretation": R.interpretation(options, ginfo, list(geometry.variants)),
+        "options": options, "versions": versions(), "data": prep.info,
         "geometry": {"info": ginfo, "variants": summaries},
         "stress": stress, "spectrum": {v: s["spectrum"] for v, s in summaries.items()},
         "parameters": {v: s["parameters"] for v, s in summaries.items()},
-        "accuracy": {"rows": accuracy_rows, "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
-                                            for pe, s in accuracy.items()},
-               "bayes_accuracy": ceiling},
-        "sensitivity": {"rows": sens_rows, "geometry": cfg.geometry_path(cfg.sens_positions),
+        "accuracy": {"rows": accuracy_rows, "bayes_accuracy": ceiling,
+                     "summary": {pe: {k: s[k] for k in ("mean", "sd", "seeds", "params")}
+                                 for pe, s in accuracy.items()}},
+        "sensitivity": {"rows": sens_rows,
+                        "geometry": "matrix_free" if plan.sensitivity["matrix_free"] else "dense",
                         "spec_toy": {str(k): v for k, v in
                                      R.INTERPRETATIONS_TOY_STRESS.items()}},
         "claims": claim_list, "timing_s": timing, "files": files,

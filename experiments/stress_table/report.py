@@ -24,6 +24,35 @@ INTERPRETATIONS_TOY_STRESS = {
 }
 
 
+def interpretation(o: dict[str, Any], info: dict[str, Any], variants: list[str]
+                   ) -> dict[str, Any]:
+    """How the run's numbers were computed (results.json ``interpretation``): its options ``o``
+    (the config as a dict), the geometry ``info`` and the estimator ``variants``."""
+    return {
+        "metric": o["metric"], "stress": "Eq.(4) normalised raw stress, no square root",
+        "stress_scale": {"mds_rows": "raw (primary) and optimal",
+                         "other_rows": "optimal (primary) and raw"},
+        "special_tokens": {"keep_special": o["keep_special"],
+                           "model_inputs": "[CLS] ... [SEP]" if o["dataset"] != "synthetic"
+                           else "none (synthetic corpus has no specials)"},
+        "pad_mode": o["pad_mode"], "smoothing": o["smoothing"], "top_k": o["top_k"],
+        "min_count": o["min_count"],
+        "rank_rule": {"full": ["threshold", o["tau"]], "low": ["energy", o["eps"]],
+                      "low_alt": ["energy", o["eps_alt"]]},
+        "geometry": info["geometry"], "debias_variants": variants, "N_i": info["N_i"],
+        "N_i_per_half": info["N_i_per_half"], "n": info["n"],
+        "adapters": {"sinusoidal_dim": o["sinusoidal_dim"], "rope_head_dim": o["rope_head_dim"],
+                     "rope_mode": o["rope_mode"], "alibi_scale": o["alibi_scale"],
+                     "learned": "raw rows (no LayerNorm) of the trained encoders' tables"},
+        "mds_pe": {"variant": o["mds_variant"], "rank_rule": ["energy", o["eps"]],
+                   "scale": o["mds_scale"], "trainable": o["mds_trainable"],
+                   "lift": o["mds_lift"], "max_rank": o["mds_max_rank"],
+                   "rank_cap": "min(r_eps, d_model, mds_max_rank)", "fill": "nearest",
+                   "registry": "pe='mds' (posjax.encodings.mds)"},
+        "erank_on": "eig_B", "neg_eig": "clip",
+    }
+
+
 def accuracy_summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in rows:

@@ -9,6 +9,7 @@ Eq. (4) (stress, no square root, raw and at the optimal scale), Algorithm 1 (cla
 * :func:`geometry_variants`: ``D`` (dense path) or ``P`` (matrix-free path) of every estimator
   variant (plug-in, split-half, exact) of a geometry corpus;
 * :func:`fixed_distances` / :func:`fixed_coordinates`: the fixed encodings' rows;
+  :func:`variant_tables`: every variant's stress, spectrum and parameter tables;
 * :func:`as_targets`, :func:`trained_stress`, :func:`trained_encoding_stress`,
   :func:`pretrained_stress_rows`: a learned table (or bias) against every variant;
 * :func:`sensitivity_stress`, :func:`summarise_sensitivity`: the sample-size analysis.
@@ -19,14 +20,15 @@ Call them inside ``jax.enable_x64(True)``: the full-rank MDS stress is compared 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import posjax.geometry as geo
 from posjax.analysis.encoding_geometry import encoding_coordinates, encoding_distances
-from posjax.geometry.stress_targets import (DenseTarget, RowsTarget, coords_stress, not_computed,
-                                            stress_pair)
+from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
+from posjax.geometry.stress_targets import (DenseTarget, RowsTarget, coords_stress,
+                                            geometry_path, not_computed, stress_pair)
 
 
 def estimate(corpus: Any, split_half: bool, **options: Any):
@@ -48,12 +50,14 @@ def _variant(P: np.ndarray, metric: str, **kw) -> dict[str, np.ndarray]:
             "D_fr": np.asarray(geo.hellinger_matrix(P, metric="fr_arc", **kw), np.float64)}
 
 
-def geometry_variants(corpus: Any, *, metric: str, path_of: Callable[[int], str],
-                      estimator: dict[str, Any], split_half_ok: bool = True
+def geometry_variants(corpus: Any, *, metric: str, estimator: dict[str, Any],
+                      geometry: str = "auto", matrix_free_above: int = 4096,
+                      split_half_ok: bool = True
                       ) -> tuple[str, dict[str, dict[str, np.ndarray]], dict]:
     """``(path, variants, info)``: the geometry of every estimator variant of ``corpus`` (see
-    :func:`estimate`; ``corpus.exact_P [n, V]`` or None) on the path ``path_of(n)`` names,
-    truncated to a common ``n``.
+    :func:`estimate`; ``corpus.exact_P [n, V]`` or None) on the path
+    :func:`~posjax.geometry.stress_targets.geometry_path` chooses for the estimated ``n``
+    (``geometry``, ``matrix_free_above``, ``metric``), truncated to a common ``n``.
 
     Dense: ``{"plugin", "split_half", ["exact"]}``, each ``{"D" [n, n] (metric), "D_fr" [n, n]
     (fr_arc, for the non-Euclidean mass)}``; matrix-free: ``{"plugin", ["exact"]}``, each
@@ -62,7 +66,8 @@ def geometry_variants(corpus: Any, *, metric: str, path_of: Callable[[int], str]
     truncation warnings.
     """
     P, N, notes = estimate(corpus, False, **estimator)
-    path = path_of(P.shape[0])
+    path = geometry_path(P.shape[0], geometry, matrix_free_above=matrix_free_above,
+                         metric=metric)
     info = {"requested_n": estimator["num_positions"]}
     if path == "dense":
         Ph, Nh, notes_h = estimate(corpus, True, **estimator)
@@ -99,6 +104,28 @@ def fixed_coordinates(n: int, options: dict[str, dict]) -> dict[str, np.ndarray]
     """``{name: coordinates [n, r]}`` of the fixed encodings with the same options (so their
     distances equal :func:`fixed_distances`); a bias (T5) has none."""
     return {k: encoding_coordinates(k, n, **o) for k, o in options.items() if k != "t5"}
+
+
+def variant_tables(path: str, variants: dict[str, dict], encodings: dict[str, dict], *,
+                   k: int, pairs: dict[str, Any], smacof_max_iter: int,
+                   smacof_tol: float | None, **tables: Any) -> tuple[dict, dict]:
+    """``(summaries, arrays)``, ``{variant: ...}`` each: the stress, spectrum and parameter
+    tables of every variant of :func:`geometry_variants` (``path`` as it returned it) against
+    the fixed ``encodings`` (``{name: options}``). Dense:
+    :func:`~posjax.analysis.stress_tables.dense_tables` of ``D``, ``D_fr``; matrix-free:
+    :func:`~posjax.analysis.stress_tables.matrix_free_tables` of ``P`` (top ``k`` eigenpairs,
+    stress with ``pairs``, the options of ``coords_stress``). ``tables``: ``tau``, ``eps``,
+    ``eps_alt``, ``paper_d``, ``model_d``."""
+    dense = path == "dense"
+    n = next(iter(variants.values()))["D" if dense else "P"].shape[0]  # common to the variants
+    fixed = (fixed_distances if dense else fixed_coordinates)(n, encodings)
+    summaries, arrays = {}, {}
+    for name, v in variants.items():
+        summaries[name], arrays[name] = (
+            dense_tables(v["D"], v["D_fr"], fixed, smacof_max_iter=smacof_max_iter,
+                         smacof_tol=smacof_tol, **tables) if dense else
+            matrix_free_tables(v["P"], fixed, k=k, **pairs, **tables))
+    return summaries, arrays
 
 
 def as_targets(variants: dict[str, Any], options: dict[str, Any] | None = None

@@ -40,7 +40,7 @@ def corpus():
 def test_dense_variants_are_the_chord_distances_of_the_empirical_rows(corpus):
     with jax.enable_x64(True):
         path, variants, info = G.geometry_variants(
-            corpus, metric="chord", path_of=lambda n: "dense", estimator={"num_positions": 5})
+            corpus, metric="chord", geometry="dense", estimator={"num_positions": 5})
     P = np.stack([np.bincount(corpus.geo_tokens[:, i], minlength=4) / 12 for i in range(5)])
     assert path == "dense" and set(variants) == {"plugin", "split_half", "exact"}
     np.testing.assert_allclose(variants["plugin"]["D"], _chord(P), atol=1e-12)
@@ -52,10 +52,10 @@ def test_dense_variants_are_the_chord_distances_of_the_empirical_rows(corpus):
 def test_matrix_free_variants_hold_rows_and_refuse_split_half(corpus):
     with jax.enable_x64(True):
         path, variants, info = G.geometry_variants(
-            corpus, metric="chord", path_of=lambda n: "matrix_free",
+            corpus, metric="chord", geometry="matrix_free",
             estimator={"num_positions": 5})
         with pytest.raises(ValueError, match="split_half"):
-            G.geometry_variants(corpus, metric="chord", path_of=lambda n: "matrix_free",
+            G.geometry_variants(corpus, metric="chord", geometry="matrix_free",
                                 estimator={"num_positions": 5}, split_half_ok=False)
     assert path == "matrix_free" and set(variants) == {"plugin", "exact"}
     np.testing.assert_allclose(variants["plugin"]["P"].sum(1), 1.0)
@@ -116,3 +116,29 @@ def test_summarise_sensitivity_means_and_the_ordering_flags():
     assert r["alibi/raw"] == pytest.approx(0.8)
     # 0.4 > 0.3: ALiBi not lowest; |0.5 - 0.3| > 0.25 * 0.5: sinusoidal and RoPE not close
     assert not r["alibi_lowest"] and not r["sin_rope_close"] and not r["paper_ordering_holds"]
+
+
+def test_variant_tables_score_the_fixed_encodings_alike_on_both_paths():
+    """The same P through the dense path (D of Eq. (3)) and the matrix-free path (rows of P,
+    streamed exactly): every fixed encoding's stress is the NumPy Eq. (4) of its distances
+    against the chord matrix of P, on both paths."""
+    from posjax.analysis.encoding_geometry import encoding_distances
+
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.full(30, 0.4), size=10)
+    D = _chord(P)
+    encodings = {"sinusoidal": {"dim": 16}, "alibi": {}}
+    tables = dict(tau=1e-6, eps=1e-3, eps_alt=1e-2, paper_d=16, model_d=8)
+    with jax.enable_x64(True):
+        dense, _ = G.variant_tables("dense", {"plugin": {"D": D, "D_fr": D}}, encodings,
+                                    k=4, pairs={}, smacof_max_iter=5, smacof_tol=None,
+                                    **tables)
+        free, _ = G.variant_tables("matrix_free", {"plugin": {"P": P}}, encodings, k=4,
+                                   pairs=dict(metric="chord", exact_max=100, pairs=10, seed=0),
+                                   smacof_max_iter=5, smacof_tol=None, **tables)
+        for name, options in encodings.items():
+            E = np.asarray(encoding_distances(name, 10, **options), np.float64)
+            for rows in (dense["plugin"]["stress"], free["plugin"]["stress"]):
+                assert rows[name]["optimal"] == pytest.approx(_stress(D, E, True), rel=1e-8)
+                assert rows[name]["raw"] == pytest.approx(_stress(D, E), rel=1e-8)
+    assert dense["plugin"]["geometry"] == "dense" and "mds_k" in free["plugin"]["stress"]

@@ -71,9 +71,7 @@ def test_geometry_variants_follow_the_path(threshold, path):
     prep = Prepared(toks, np.full(len(toks), N, np.int32), None, V, np.asarray(corpus.P),
                     None, None, 2, 0, {})
     with jax.enable_x64(True):
-        got, variants, info = G.geometry_variants(prep, metric=cfg.metric,
-                                                  path_of=cfg.geometry_path,
-                                                  estimator=cfg.estimator_options())
+        got, variants, info = G.geometry_variants(prep, **cfg.plan().geometry)
     assert got == path and info["n"] == N  # info["geometry"]: recorded by the driver
     if path == "dense":
         assert set(variants) == {"plugin", "split_half", "exact"}
@@ -89,8 +87,8 @@ def _rel(a, b):
 
 
 def _matrix_free(P, cfg):
-    return matrix_free_tables(P, G.fixed_coordinates(N, cfg.encoding_options()),
-                              k=cfg.matrix_free_k, **cfg.pair_options(), **cfg.table_options())
+    return matrix_free_tables(P, G.fixed_coordinates(N, cfg.plan().encodings),
+                              k=cfg.matrix_free_k, **cfg.plan().pairs, **cfg.plan().tables)
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +99,9 @@ def both_paths(plugin_P):
     with jax.enable_x64(True):
         D = np.asarray(geo.hellinger_matrix(P, metric=cfg.metric), np.float64)
         D_fr = np.asarray(geo.hellinger_matrix(P, metric="fr_arc"), np.float64)
-        dense, _ = dense_tables(D, D_fr, G.fixed_distances(N, cfg.encoding_options()),
+        dense, _ = dense_tables(D, D_fr, G.fixed_distances(N, cfg.plan().encodings),
                                 smacof_max_iter=cfg.smacof_max_iter, smacof_tol=None,
-                                **cfg.table_options())
+                                **cfg.plan().tables)
         mf, _ = _matrix_free(P, cfg)
         # MDS at k against the dense MDS at the same dimension
         ref_k = stress_pair(D, geo.dist_mds(geo.classical_mds(D, dim=mf["k"]).coords))
@@ -173,10 +171,10 @@ def test_trained_table_stress_equal_on_both_targets(plugin_P):
     with jax.enable_x64(True):
         D = np.asarray(geo.hellinger_matrix(plugin_P), np.float64)
         dense = G.trained_stress({"plugin": D}, table=table)["plugin"]
-        mf = G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg.pair_options()),
+        mf = G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg.plan().pairs),
                               table=table)["plugin"]
         with pytest.raises(ValueError, match="not computed at n = 64"):
-            G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg.pair_options()),
+            G.trained_stress(G.as_targets({"plugin": {"P": plugin_P}}, cfg.plan().pairs),
                              distances=np.zeros((N, N)))
     for s in ("raw", "optimal"):
         assert _rel(mf[s], dense[s]) < 1e-6
@@ -188,10 +186,10 @@ def test_sampled_pairs_bracket_the_exact_stress(plugin_P):
     exact value of another encoding) lies far outside."""
     cfg = st.make_config("synthetic", quick=True, **SMALL)
     cfg_s = dataclasses.replace(cfg, stress_exact_max=16, stress_pairs=4000)
-    fixed = G.fixed_coordinates(N, cfg.encoding_options())
+    fixed = G.fixed_coordinates(N, cfg.plan().encodings)
     with jax.enable_x64(True):
-        exact = coords_stress(plugin_P, list(fixed.values()), **cfg.pair_options())
-        est = coords_stress(plugin_P, list(fixed.values()), **cfg_s.pair_options())
+        exact = coords_stress(plugin_P, list(fixed.values()), **cfg.plan().pairs)
+        est = coords_stress(plugin_P, list(fixed.values()), **cfg_s.plan().pairs)
     by = dict(zip(fixed, zip(exact, est)))
     for name, (ex, es) in by.items():
         assert es["method"] == "sampled_pairs" and es["pairs"] == 4000
@@ -265,8 +263,9 @@ def test_sensitivity_settings_follow_the_path():
 
     def asked(cfg, matrix_free):
         store = Keys()
-        rows = driver._sensitivity(store, 40, 60, cfg.sens_samples, 2, matrix_free=matrix_free,
-                                   pair_options=cfg.pair_options(), log=lambda *_: None)
+        spec = {**cfg.plan().sensitivity, "n": 40, "vocab": 60, "repeats": 2,
+                "matrix_free": matrix_free}
+        rows = driver._sensitivity(store, spec, log=lambda *_: None)
         assert [(r["samples_per_position"], r["debias"], r["repeats"]) for r in rows] == (
             [(None, "none", 1), (500, "none", 2)] + [(500, "split_half", 2)] * (not matrix_free))
         return store.keys
@@ -290,8 +289,8 @@ def test_sensitivity_cell_matrix_free_equals_dense():
         return driver._sensitivity_cell(
             cfg.sens_positions, cfg.sens_vocab, 500, debias, 0, mixing=cfg.mixing,
             alpha=cfg.alpha, data_seed=cfg.data_seed, matrix_free=matrix_free,
-            encodings=cfg.encoding_options(st.config.SENSITIVITY_ENCODINGS),
-            pair_options=cfg.pair_options())
+            encodings=cfg.plan().sensitivity["encodings"],
+            pair_options=cfg.plan().pairs)
 
     with jax.enable_x64(True):
         d = cell(dense_cfg, "none", False)

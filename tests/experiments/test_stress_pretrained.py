@@ -151,11 +151,10 @@ def test_stream_windows_checkpoint_rows_and_required_n(tmp_path, checkpoint):
     assert prep.info["geometry_corpus"]["windows"] == len(prep.geo_tokens)
     with jax.enable_x64(True):
         def variants_of(cfg, prep):
-            return G.geometry_variants(prep, metric=cfg.metric, path_of=cfg.geometry_path,
-                                       estimator=cfg.estimator_options())[1:]
+            return G.geometry_variants(prep, **cfg.plan().geometry)[1:]
 
         variants, info = variants_of(cfg, prep)
-        assert info["n"] == 10 and set(G.fixed_distances(10, cfg.encoding_options())) == {
+        assert info["n"] == 10 and set(G.fixed_distances(10, cfg.plan().encodings)) == {
             "sinusoidal", "alibi", "t5_init"}
         table = np.asarray(position_table(str(checkpoint), post_layernorm=True), np.float64)
         rows = G.pretrained_stress_rows({"pretrained": position_table(str(checkpoint)),

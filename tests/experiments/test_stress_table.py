@@ -201,6 +201,28 @@ def test_adding_seeds_or_encodings_keeps_finished_cells():
     assert fewer.salt() != cfg.salt()
 
 
+def test_plan_keys_each_part_by_the_options_it_reads():
+    """The plan resolves the options once: a sensitivity-only option moves the sensitivity salt
+    and arguments, not the accuracy salt; a model option the reverse; the matrix-free salt holds
+    the path options, the dense one does not."""
+    import dataclasses
+
+    cfg = st.make_config("synthetic", quick=True, **TINY)
+    plan = cfg.plan()
+    assert plan.accuracy_salt["dense"] == {"part": "E4", **cfg.salt()}
+    assert "stress_pairs" in plan.accuracy_salt["matrix_free"]
+    assert "stress_pairs" not in plan.accuracy_salt["dense"]
+    sens = dataclasses.replace(cfg, sens_vocab=41).plan()
+    assert sens.sensitivity_salt != plan.sensitivity_salt and sens.sensitivity["vocab"] == 41
+    assert sens.accuracy_salt["dense"]["sens_vocab"] == 41  # every result option keys accuracy
+    model = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_model=16)).plan()
+    assert model.sensitivity_salt == plan.sensitivity_salt
+    assert model.accuracy_salt != plan.accuracy_salt and model.tables["model_d"] == 16
+    assert plan.sensitivity["matrix_free"] is False and plan.pretrained is None
+    mf = dataclasses.replace(cfg, matrix_free_above=8).plan()
+    assert mf.sensitivity["matrix_free"] is True  # sens_positions = 12 > 8, chord metric
+
+
 def test_library_fields_are_dotted_and_a_flat_one_says_where_it_lives():
     from experiments.common import parse_set
 

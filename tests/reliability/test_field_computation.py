@@ -278,7 +278,7 @@ def _traced(qualname: str, real: Any):
 
 
 def _bound_selves(args, kwargs) -> str:
-    """The objects behind the bound-method arguments of a call (``path_of=cfg.geometry_path``):
+    """The objects behind the bound-method arguments of a call (e.g. a config's method passed as a callback):
     left out of the fingerprint (they would make every field of a config look read), but part
     of a memoised call's key, since the method's answer depends on them."""
     selves = [v.__self__ for v in (*args, *kwargs.values()) if inspect.ismethod(v)]

@@ -255,10 +255,9 @@ def _stub_stress_table(mp):
     mp.setattr(G, "geometry_variants",
                lambda prep, **k: ("dense", variants,
                                   {"n": 8, "N_i": {"min": 0, "median": 0, "max": 0}}))
-    mp.setattr(G, "fixed_distances", lambda n, options: {})
-    mp.setattr(G, "fixed_coordinates", lambda n, options: {})
-    mp.setattr(ex, "dense_tables", lambda *a, **k: (_Placeholder(), _Placeholder()))
-    mp.setattr(ex, "matrix_free_tables", lambda *a, **k: (_Placeholder(), _Placeholder()))
+    mp.setattr(G, "variant_tables",
+               lambda path, variants, *a, **k: ({v: _Placeholder() for v in variants},
+                                                {v: _Placeholder() for v in variants}))
 
 
 def _patch_everywhere(mp, qualname: str, fake):
