@@ -4,7 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, Sequence
 
-from posjax.geometry.stress_targets import GEOMETRY_PATHS, geometry_path, has_gram_factorisation
+from posjax.analysis.stress_geometry import GEOMETRY_PATHS, geometry_path
+from posjax.geometry.stress_targets import has_gram_factorisation
 from experiments.common import apply_overrides, described
 from posjax.models.config import TransformerConfig
 from posjax.training.config import TrainConfig
@@ -173,7 +174,7 @@ class StressConfig:
 
     def geometry_path(self, n: int) -> str:
         """``"dense"`` or ``"matrix_free"`` for ``n`` positions
-        (:func:`posjax.geometry.stress_targets.geometry_path` of these options)."""
+        (:func:`posjax.analysis.stress_geometry.geometry_path` of these options)."""
         return geometry_path(n, self.geometry, matrix_free_above=self.matrix_free_above,
                              metric=self.metric)
 

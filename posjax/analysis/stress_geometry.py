@@ -6,6 +6,7 @@ Reference: G. Cirrincione, "On the Geometry of Positional Encodings in Transform
 arXiv 2604.05217: Eq. (3) (Hellinger distances ``D`` of the positional distributions ``P``),
 Eq. (4) (stress, no square root, raw and at the optimal scale), Algorithm 1 (classical MDS).
 
+* :func:`geometry_path`: the dense or matrix-free path for ``n`` positions;
 * :func:`geometry_variants`: ``D`` (dense path) or ``P`` (matrix-free path) of every estimator
   variant (plug-in, split-half, exact) of a geometry corpus;
 * :func:`fixed_distances` / :func:`fixed_coordinates`: the fixed encodings' rows;
@@ -28,7 +29,24 @@ import posjax.geometry as geo
 from posjax.analysis.encoding_geometry import encoding_coordinates, encoding_distances
 from posjax.analysis.stress_tables import dense_tables, matrix_free_tables
 from posjax.geometry.stress_targets import (DenseTarget, RowsTarget, coords_stress,
-                                            geometry_path, not_computed, stress_pair)
+                                            has_gram_factorisation, not_computed, stress_pair)
+
+#: The options of :func:`geometry_path`.
+GEOMETRY_PATHS = ("auto", "dense", "matrix_free")
+
+
+def geometry_path(n: int, option: str = "auto", *, matrix_free_above: int = 4096,
+                  metric: str = "chord") -> str:
+    """``"dense"`` (the ``[n, n]`` Hellinger matrix) or ``"matrix_free"`` (the rows ``P``, see
+    docs/long_context_geometry.md) for ``n`` positions. ``option`` ``"dense"`` or
+    ``"matrix_free"`` is taken as it is; ``"auto"`` is matrix-free when ``n >
+    matrix_free_above`` and ``metric`` has a Gram factorisation (chord, normalized)."""
+    if option not in GEOMETRY_PATHS:
+        raise ValueError(f"geometry must be auto, dense or matrix_free, got {option!r}")
+    if option != "auto":
+        return option
+    return ("matrix_free" if n > matrix_free_above and has_gram_factorisation(metric)
+            else "dense")
 
 
 def estimate(corpus: Any, split_half: bool, **options: Any):
@@ -56,7 +74,7 @@ def geometry_variants(corpus: Any, *, metric: str, estimator: dict[str, Any],
                       ) -> tuple[str, dict[str, dict[str, np.ndarray]], dict]:
     """``(path, variants, info)``: the geometry of every estimator variant of ``corpus`` (see
     :func:`estimate`; ``corpus.exact_P [n, V]`` or None) on the path
-    :func:`~posjax.geometry.stress_targets.geometry_path` chooses for the estimated ``n``
+    :func:`geometry_path` chooses for the estimated ``n``
     (``geometry``, ``matrix_free_above``, ``metric``), truncated to a common ``n``.
 
     Dense: ``{"plugin", "split_half", ["exact"]}``, each ``{"D" [n, n] (metric), "D_fr" [n, n]

@@ -24,8 +24,7 @@ from posjax.geometry.matrix_free import _GRAM_SCALE
 from posjax.geometry.stress import stress
 from posjax.geometry.streaming_stress import stress_from_distributions
 
-__all__ = ["GRAM_METRICS", "GEOMETRY_PATHS", "has_gram_factorisation", "geometry_path",
-           "not_computed", "stress_pair",
+__all__ = ["GRAM_METRICS", "has_gram_factorisation", "not_computed", "stress_pair",
            "coords_stress", "DenseTarget", "RowsTarget"]
 
 #: Metrics whose ``B`` factorises as a Gram matrix of the centred ``sqrt(P)`` rows (the metrics
@@ -36,24 +35,6 @@ GRAM_METRICS = tuple(_GRAM_SCALE)
 def has_gram_factorisation(metric: str) -> bool:
     """Whether ``metric`` (any alias) has a matrix-free path (chord, normalized)."""
     return canonical_metric(metric) in GRAM_METRICS
-
-
-#: The options of :func:`geometry_path`.
-GEOMETRY_PATHS = ("auto", "dense", "matrix_free")
-
-
-def geometry_path(n: int, option: str = "auto", *, matrix_free_above: int = 4096,
-                  metric: str = "chord") -> str:
-    """``"dense"`` (the ``[n, n]`` Hellinger matrix) or ``"matrix_free"`` (the rows ``P``, see
-    docs/long_context_geometry.md) for ``n`` positions. ``option`` ``"dense"`` or
-    ``"matrix_free"`` is taken as it is; ``"auto"`` is matrix-free when ``n >
-    matrix_free_above`` and ``metric`` has a Gram factorisation (chord, normalized)."""
-    if option not in GEOMETRY_PATHS:
-        raise ValueError(f"geometry must be auto, dense or matrix_free, got {option!r}")
-    if option != "auto":
-        return option
-    return ("matrix_free" if n > matrix_free_above and has_gram_factorisation(metric)
-            else "dense")
 
 
 def not_computed(n: int) -> str:

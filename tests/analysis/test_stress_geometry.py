@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from posjax.analysis import stress_geometry as G
+from posjax.geometry.stress_targets import GRAM_METRICS
 
 
 def _stress(D, E, optimal=False):
@@ -142,3 +143,17 @@ def test_variant_tables_score_the_fixed_encodings_alike_on_both_paths():
                 assert rows[name]["optimal"] == pytest.approx(_stress(D, E, True), rel=1e-8)
                 assert rows[name]["raw"] == pytest.approx(_stress(D, E), rel=1e-8)
     assert dense["plugin"]["geometry"] == "dense" and "mds_k" in free["plugin"]["stress"]
+
+
+def test_geometry_path_rule():
+    """auto: matrix-free strictly above the threshold and only for a metric with a Gram
+    factorisation ; an explicit path is taken as it is."""
+    assert G.geometry_path(100, matrix_free_above=100) == "dense"
+    assert G.geometry_path(101, matrix_free_above=100) == "matrix_free"
+    assert G.geometry_path(101, matrix_free_above=100, metric="fr_arc") == "dense"
+    for metric in GRAM_METRICS:
+        assert G.geometry_path(101, matrix_free_above=100, metric=metric) == "matrix_free"
+    assert G.geometry_path(10**6, "dense") == "dense"
+    assert G.geometry_path(2, "matrix_free") == "matrix_free"
+    with pytest.raises(ValueError, match="geometry must be auto, dense or matrix_free"):
+        G.geometry_path(10, "sparse")

@@ -7,8 +7,7 @@ import pytest
 import posjax.geometry as geo
 from posjax.geometry import matrix_free
 from posjax.geometry.stress_targets import (GRAM_METRICS, DenseTarget, RowsTarget, coords_stress,
-                                            geometry_path, has_gram_factorisation, not_computed,
-                                            stress_pair)
+                                            has_gram_factorisation, not_computed, stress_pair)
 
 
 def _numpy_stress(D, E):
@@ -73,17 +72,3 @@ def test_gram_metrics_are_those_of_the_matrix_free_path():
     with pytest.raises(ValueError):  # the matrix-free path refuses exactly the others
         geo.b_trace(_rows(), metric="fr_arc")
     assert not_computed(7) == "not computed at n = 7 (matrix-free)"
-
-
-def test_geometry_path_rule():
-    """auto: matrix-free strictly above the threshold and only for a metric with a Gram
-    factorisation (an alias counts as its metric); an explicit path is taken as it is."""
-    assert geometry_path(100, matrix_free_above=100) == "dense"
-    assert geometry_path(101, matrix_free_above=100) == "matrix_free"
-    assert geometry_path(101, matrix_free_above=100, metric="fr_arc") == "dense"
-    for metric in GRAM_METRICS:
-        assert geometry_path(101, matrix_free_above=100, metric=metric) == "matrix_free"
-    assert geometry_path(10**6, "dense") == "dense"
-    assert geometry_path(2, "matrix_free") == "matrix_free"
-    with pytest.raises(ValueError, match="geometry must be auto, dense or matrix_free"):
-        geometry_path(10, "sparse")
