@@ -180,7 +180,8 @@ class StressConfig:
 
     def plan(self) -> StressPlan:
         """Every option as the keyword arguments of the functions the driver calls, resolved
-        once before the run (the driver reads options only through the plan)."""
+        once before the run (the driver computes only from the plan; it reads the config itself
+        to build the corpus, :func:`~experiments.stress_table.data.prepare`, and to record it)."""
         alibi = {"scale": self.alibi_scale, **({"num_heads": self.alibi_heads}
                                                if self.alibi_scale == "mean_slope" else {})}
         fixed = {"sinusoidal": {"dim": self.sinusoidal_dim}, "alibi": alibi, "nope": {},

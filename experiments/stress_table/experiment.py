@@ -88,6 +88,8 @@ class Geometry:
 
 
 def _geometry(prep, plan: StressPlan) -> Geometry:
+    """The geometry of the corpus ``prep`` and its tables, in float64 (full-rank MDS stress is
+    compared with zero below 1e-6)."""
     with jax.enable_x64(True):
         path, variants, info = G.geometry_variants(prep, **plan.geometry)
         if plan.required_n and info["n"] < plan.required_n:
